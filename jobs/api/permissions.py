@@ -1,0 +1,17 @@
+from typing import Any
+
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+
+from jobs.roles import is_operator
+
+
+class RolePermission(BasePermission):
+    """Any signed-in user may read; only operators may change anything."""
+
+    message = "Your role may only read. Operators may create, cancel, retry and purge jobs."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        return request.method in SAFE_METHODS or is_operator(request.user)

@@ -1,0 +1,122 @@
+"""The event bus seam: publish job events on Redis, subscribe to them.
+
+Publishing never raises: jobs keep running while Redis is away, and events resume when it
+is back. After a failed publish the bus stays quiet for `RETRY_AFTER_SECONDS` so that a
+dead Redis does not cost every transition a connect timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+import redis
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+JOB_EVENT_TYPES = (
+    "job.created",
+    "job.started",
+    "job.completed",
+    "job.failed",
+    "job.cancelled",
+    "job.retry_scheduled",
+    "job.dlq_entry",
+)
+STATS_UPDATED = "stats.updated"
+EVENT_TYPES = (*JOB_EVENT_TYPES, STATS_UPDATED)
+
+
+class Event(dict[str, Any]):
+    """`{"type": ..., "data": {...}}`, the wire form on the channel."""
+
+    @property
+    def type(self) -> str:
+        return str(self["type"])
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return dict(self["data"])
+
+
+class EventBus(Protocol):
+    def publish_many(self, events: Iterable[tuple[str, dict[str, Any]]]) -> None: ...
+
+    def subscribe(self, timeout: float = 1.0) -> Iterator[Event | None]: ...
+
+
+class RedisEventBus:
+    RETRY_AFTER_SECONDS = 2.0
+
+    def __init__(self, url: str, channel: str) -> None:
+        self.url = url
+        self.channel = channel
+        self._client = redis.Redis.from_url(
+            url, socket_connect_timeout=0.5, socket_timeout=1.0, health_check_interval=30
+        )
+        self._quiet_until = 0.0
+        self._lock = threading.Lock()
+
+    def publish(self, event_type: str, data: dict[str, Any]) -> None:
+        self.publish_many([(event_type, data)])
+
+    def publish_many(self, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        messages = [encode_event(event_type, data) for event_type, data in events]
+        if not messages or time.monotonic() < self._quiet_until:
+            return
+        try:
+            with self._lock:
+                pipe = self._client.pipeline(transaction=False)
+                for message in messages:
+                    pipe.publish(self.channel, message)
+                pipe.execute()
+        except redis.RedisError as exc:
+            self._quiet_until = time.monotonic() + self.RETRY_AFTER_SECONDS
+            logger.warning("event publish failed, %d events dropped: %s", len(messages), exc)
+
+    def subscribe(self, timeout: float = 1.0) -> Iterator[Event | None]:
+        """Yield events as they arrive, and None after each `timeout` without one.
+
+        Raises redis.RedisError when the connection is lost; callers decide how to recover.
+        """
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1.0)
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(self.channel)
+            while True:
+                message = pubsub.get_message(timeout=timeout)
+                if message is None:
+                    yield None
+                    continue
+                yield decode_event(message["data"])
+        finally:
+            pubsub.close()
+            client.close()
+
+
+def encode_event(event_type: str, data: dict[str, Any]) -> str:
+    return json.dumps({"type": event_type, "data": data}, separators=(",", ":"), default=str)
+
+
+def decode_event(raw: bytes | str) -> Event:
+    return Event(json.loads(raw))
+
+
+_bus: RedisEventBus | None = None
+_bus_lock = threading.Lock()
+
+
+def get_event_bus() -> RedisEventBus:
+    global _bus
+    with _bus_lock:
+        if _bus is None or (_bus.url, _bus.channel) != (
+            settings.REDIS_URL,
+            settings.SCHEDULER_EVENTS_CHANNEL,
+        ):
+            _bus = RedisEventBus(settings.REDIS_URL, settings.SCHEDULER_EVENTS_CHANNEL)
+        return _bus

@@ -1,0 +1,346 @@
+"""The data of the scheduler. Status changes happen only in `jobs.state`."""
+
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+PRIORITY_WEIGHT = timedelta(minutes=20)
+
+
+class JobStatus(models.TextChoices):
+    # Waiting to be claimed: due now, scheduled later, or blocked on a dependency.
+    PENDING = "pending", "Pending"
+    # Claimed by a worker; `current_attempt_id` is the fencing token of that claim.
+    PROCESSING = "processing", "Processing"
+    # The handler returned; `result` holds what it returned.
+    COMPLETED = "completed", "Completed"
+    # The last attempt failed: waiting for `next_retry_at`, or in the DLQ when `in_dlq`.
+    FAILED = "failed", "Failed"
+    # Stopped by an operator or by a cancelled upstream job; never runs again.
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class RecurInterval(models.TextChoices):
+    EVERY_1_MINUTE = "every_1_minute", "Every minute"
+    EVERY_5_MINUTES = "every_5_minutes", "Every 5 minutes"
+    EVERY_1_HOUR = "every_1_hour", "Every hour"
+
+
+RECUR_INTERVAL_DELTAS = {
+    RecurInterval.EVERY_1_MINUTE: timedelta(minutes=1),
+    RecurInterval.EVERY_5_MINUTES: timedelta(minutes=5),
+    RecurInterval.EVERY_1_HOUR: timedelta(hours=1),
+}
+
+
+class Job(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    type = models.CharField(max_length=100)
+    payload = models.JSONField(default=dict)
+    priority = models.PositiveSmallIntegerField(default=2)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING)
+    attempt_count = models.PositiveIntegerField(default=0)
+    max_retries = models.PositiveSmallIntegerField(default=3)
+    scheduled_at = models.DateTimeField()
+    recur_interval = models.CharField(
+        max_length=32, choices=RecurInterval.choices, null=True, blank=True
+    )
+    in_dlq = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    next_retry_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    worker = models.ForeignKey(
+        "Worker", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    # When the job last became runnable (scheduled time, retry time, or dependency done).
+    run_at = models.DateTimeField()
+    # run_at + priority x 20 min: earliest-deadline-first is priority with aging on fixed keys.
+    virtual_deadline = models.DateTimeField()
+    # Upstream jobs not yet completed; the job is invisible to workers until this is 0.
+    pending_dependencies = models.PositiveSmallIntegerField(default=0)
+    # Fencing token: the attempt that holds the claim. Outcomes from other attempts are refused.
+    current_attempt_id = models.UUIDField(null=True, blank=True)
+    # The run before this one in a recurring series; unique so a slot is created once.
+    previous_run = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="next_run"
+    )
+    upstream_jobs = models.ManyToManyField(
+        "self",
+        through="JobDependency",
+        symmetrical=False,
+        related_name="downstream_jobs",
+        blank=True,
+    )
+
+    class Meta:
+        db_table = "jobs"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(priority__gte=1, priority__lte=3), name="jobs_priority_1_to_3"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=JobStatus.values), name="jobs_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_retries__gte=1, max_retries__lte=10),
+                name="jobs_max_retries_1_to_10",
+            ),
+            models.CheckConstraint(
+                condition=Q(in_dlq=False) | Q(status=JobStatus.FAILED), name="jobs_dlq_is_failed"
+            ),
+            models.CheckConstraint(
+                condition=Q(recur_interval__isnull=True)
+                | Q(recur_interval__in=RecurInterval.values),
+                name="jobs_recur_interval_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["run_at"],
+                name="jobs_claimable_idx",
+                condition=Q(
+                    status__in=[JobStatus.PENDING, JobStatus.FAILED],
+                    in_dlq=False,
+                    pending_dependencies=0,
+                ),
+            ),
+            models.Index(
+                fields=["started_at"],
+                name="jobs_processing_idx",
+                condition=Q(status=JobStatus.PROCESSING),
+            ),
+            models.Index(fields=["status", "in_dlq"], name="jobs_status_idx"),
+            models.Index(fields=["-created_at", "id"], name="jobs_created_idx"),
+            models.Index(fields=["type", "-created_at"], name="jobs_type_idx"),
+            models.Index(fields=["priority", "-created_at"], name="jobs_priority_idx"),
+            models.Index(fields=["scheduled_at"], name="jobs_scheduled_idx"),
+            models.Index(fields=["updated_at"], name="jobs_updated_idx"),
+            models.Index(
+                fields=["completed_at"],
+                name="jobs_completed_idx",
+                condition=Q(completed_at__isnull=False),
+            ),
+            models.Index(
+                fields=["cancelled_at"],
+                name="jobs_cancelled_idx",
+                condition=Q(cancelled_at__isnull=False),
+            ),
+            models.Index(
+                fields=["next_retry_at"],
+                name="jobs_next_retry_idx",
+                condition=Q(next_retry_at__isnull=False),
+            ),
+            models.Index(
+                fields=["started_at"],
+                name="jobs_started_idx",
+                condition=Q(started_at__isnull=False),
+            ),
+            models.Index(
+                fields=["recur_interval"],
+                name="jobs_recurring_idx",
+                condition=Q(recur_interval__isnull=False),
+            ),
+            models.Index(fields=["-updated_at"], name="jobs_dlq_idx", condition=Q(in_dlq=True)),
+            models.Index(
+                fields=["worker"], name="jobs_worker_idx", condition=Q(status="processing")
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.id}"
+
+    @property
+    def depends_on_id(self) -> uuid.UUID | None:
+        """The API's single `depends_on`: the first upstream job, if any."""
+        for dependency in self.dependencies.all():
+            return dependency.depends_on_id
+        return None
+
+
+class JobDependency(models.Model):
+    """An edge of the dependency graph: `job` runs only after `depends_on` completed."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependencies")
+    depends_on = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependents")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "job_dependencies"
+        constraints = [
+            models.UniqueConstraint(fields=["job", "depends_on"], name="job_dependency_unique"),
+            models.CheckConstraint(
+                condition=~Q(job=models.F("depends_on")), name="job_dependency_not_self"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} after {self.depends_on_id}"
+
+
+class AttemptStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class JobAttempt(models.Model):
+    # The id is the fencing token handed to the worker that made this attempt.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    attempt_number = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING
+    )
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    error_type = models.CharField(max_length=200, null=True, blank=True)
+    error_message = models.TextField(null=True, blank=True)
+    stack_trace = models.TextField(null=True, blank=True)
+    worker = models.ForeignKey(
+        "Worker", null=True, blank=True, on_delete=models.SET_NULL, related_name="attempts"
+    )
+
+    class Meta:
+        db_table = "job_attempts"
+        ordering = ["job", "attempt_number", "started_at"]
+        indexes = [
+            models.Index(fields=["job", "started_at"], name="job_attempts_job_idx"),
+            models.Index(
+                fields=["-finished_at"],
+                name="job_attempts_failed_idx",
+                condition=Q(status="failed"),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=AttemptStatus.values), name="job_attempts_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt_number} of {self.job_id}"
+
+
+class JobLog(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="logs")
+    attempt = models.ForeignKey(
+        JobAttempt, null=True, blank=True, on_delete=models.CASCADE, related_name="logs"
+    )
+    created_at = models.DateTimeField()
+    level = models.CharField(max_length=10, default="INFO")
+    message = models.TextField()
+
+    class Meta:
+        db_table = "job_logs"
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["job", "created_at"], name="job_logs_job_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.level} {self.message[:40]}"
+
+
+class WorkerStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    # Got a shutdown signal: claims nothing new, finishing what it runs.
+    STOPPING = "stopping", "Stopping"
+    STOPPED = "stopped", "Stopped"
+    # Missed heartbeats past SCHEDULER_WORKER_TIMEOUT; its jobs were rescued.
+    DEAD = "dead", "Dead"
+
+
+class Worker(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=16, choices=WorkerStatus.choices, default=WorkerStatus.RUNNING
+    )
+    scheduler = models.CharField(max_length=16, default="heap")
+    concurrency = models.PositiveSmallIntegerField(default=1)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    jobs_done = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        db_table = "workers"
+        ordering = ["-started_at"]
+        indexes = [
+            models.Index(
+                fields=["heartbeat_at"],
+                name="workers_live_idx",
+                condition=Q(status__in=["running", "stopping"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hostname}:{self.pid}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the HTTP API. Only its SHA-256 is stored."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "api_tokens"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+
+class Theme(models.TextChoices):
+    SYSTEM = "system", "Follow the system"
+    LIGHT = "light", "Light"
+    DARK = "dark", "Dark"
+
+
+class UserPreference(models.Model):
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="console_preference"
+    )
+    time_zone = models.CharField(max_length=64, default="UTC")
+    page_size = models.PositiveSmallIntegerField(default=20)
+    theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
+
+    class Meta:
+        db_table = "user_preferences"
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"
+
+
+class Webhook(models.Model):
+    """A notification endpoint; each delivery is an `http_request` job."""
+
+    url = models.URLField(max_length=500)
+    event_types = models.JSONField(default=list)
+    secret = models.CharField(max_length=200)
+    is_active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "webhooks"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.url

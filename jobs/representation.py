@@ -1,0 +1,59 @@
+"""The job object of the API and of every `job.*` event, built in one place."""
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from .models import Job
+
+
+def format_time(value: datetime | None) -> str | None:
+    """ISO 8601 UTC with millisecond precision: `2026-06-11T00:00:00.000Z`."""
+    if value is None:
+        return None
+    return (
+        value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    )
+
+
+def _json_value(value: Any) -> Any:
+    # Raw SQL through Django's psycopg connection returns jsonb as text.
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _id(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def represent_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The job object from a `jobs` row (column names, plus `depends_on`)."""
+    return {
+        "id": str(row["id"]),
+        "type": row["type"],
+        "payload": _json_value(row["payload"]),
+        "priority": row["priority"],
+        "status": row["status"],
+        "attempt_count": row["attempt_count"],
+        "max_retries": row["max_retries"],
+        "scheduled_at": format_time(row["scheduled_at"]),
+        "recur_interval": row["recur_interval"],
+        "depends_on": _id(row.get("depends_on")),
+        "in_dlq": row["in_dlq"],
+        "created_at": format_time(row["created_at"]),
+        "updated_at": format_time(row["updated_at"]),
+        "started_at": format_time(row["started_at"]),
+        "completed_at": format_time(row["completed_at"]),
+        "cancelled_at": format_time(row["cancelled_at"]),
+        "next_retry_at": format_time(row["next_retry_at"]),
+        "last_error": row["last_error"],
+        "result": _json_value(row["result"]),
+        "worker_id": _id(row["worker_id"]),
+    }
+
+
+def represent_job(job: Job) -> dict[str, Any]:
+    """The job object from a model instance (prefetch `dependencies` for lists)."""
+    row = {field.attname: getattr(job, field.attname) for field in Job._meta.concrete_fields}
+    row["depends_on"] = job.depends_on_id
+    return represent_row(row)

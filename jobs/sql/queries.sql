@@ -1,0 +1,315 @@
+-- The hot and guarded SQL of the job state machine. Every transition is one statement whose
+-- WHERE clause names the state it expects: zero rows back means the transition lost a race
+-- and nothing changed. Parameters are psycopg named placeholders.
+-- `jobs.state` is the only caller.
+
+-- name: claim_jobs
+-- Claim up to `limit` runnable jobs, optionally only among `job_ids` (the worker's heap
+-- order). Each claim opens an attempt whose id is the fencing token of the claim.
+WITH due AS (
+    SELECT id
+    FROM jobs
+    WHERE status IN ('pending', 'failed')
+      AND NOT in_dlq
+      AND pending_dependencies = 0
+      AND run_at <= now()
+      AND (%(job_ids)s::uuid[] IS NULL OR id = ANY(%(job_ids)s::uuid[]))
+    ORDER BY virtual_deadline, created_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs AS j
+    SET status = 'processing',
+        attempt_count = j.attempt_count + 1,
+        started_at = now(),
+        updated_at = now(),
+        next_retry_at = NULL,
+        worker_id = %(worker_id)s,
+        current_attempt_id = gen_random_uuid()
+    FROM due
+    WHERE j.id = due.id
+    RETURNING j.*
+), opened AS (
+    INSERT INTO job_attempts (id, job_id, attempt_number, status, started_at, worker_id)
+    SELECT current_attempt_id, id, attempt_count, 'running', started_at, worker_id
+    FROM claimed
+)
+SELECT claimed.*,
+       (SELECT dep.depends_on_id FROM job_dependencies dep
+        WHERE dep.job_id = claimed.id ORDER BY dep.id LIMIT 1) AS depends_on
+FROM claimed
+ORDER BY virtual_deadline, created_at, id;
+
+-- name: complete_jobs
+-- Finish a batch of attempts as succeeded. Only attempts that still hold their claim win.
+-- In the same statement each recurring job's next slot is created (once: `previous_run_id`
+-- is unique), skipping slots already in the past. Dependents are released by the next
+-- statement of the same transaction, so that it sees edges committed while this one waited.
+WITH outcome AS (
+    SELECT *
+    FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[], %(results)s::jsonb[],
+                %(finished_at)s::timestamptz[])
+         AS o(job_id, attempt_id, result, finished_at)
+), done AS (
+    UPDATE jobs AS j
+    SET status = 'completed',
+        completed_at = o.finished_at,
+        updated_at = now(),
+        result = o.result,
+        last_error = NULL,
+        current_attempt_id = NULL
+    FROM outcome o
+    WHERE j.id = o.job_id AND j.status = 'processing' AND j.current_attempt_id = o.attempt_id
+    RETURNING j.*
+), closed AS (
+    UPDATE job_attempts AS a
+    SET status = 'succeeded',
+        finished_at = o.finished_at,
+        duration_ms = greatest(0, floor(extract(epoch FROM o.finished_at - a.started_at) * 1000))
+    FROM outcome o
+    JOIN done ON done.id = o.job_id
+    WHERE a.id = o.attempt_id
+), next_slot AS (
+    SELECT done.*,
+           done.scheduled_at + step * greatest(1, ceil(
+               extract(epoch FROM now() - done.scheduled_at) / extract(epoch FROM step))
+           )::int AS next_at
+    FROM done
+    CROSS JOIN LATERAL (SELECT CASE done.recur_interval
+        WHEN 'every_1_minute' THEN interval '1 minute'
+        WHEN 'every_5_minutes' THEN interval '5 minutes'
+        WHEN 'every_1_hour' THEN interval '1 hour' END AS step) s
+    WHERE done.recur_interval IS NOT NULL
+), next_runs AS (
+    INSERT INTO jobs (id, type, payload, priority, status, attempt_count, max_retries,
+                      scheduled_at, recur_interval, in_dlq, created_at, updated_at,
+                      run_at, virtual_deadline, pending_dependencies, previous_run_id)
+    SELECT gen_random_uuid(), type, payload, priority, 'pending', 0, max_retries,
+           next_at, recur_interval, false, now(), now(),
+           next_at, next_at + priority * interval '20 minutes', 0, id
+    FROM next_slot
+    ON CONFLICT (previous_run_id) DO NOTHING
+    RETURNING *
+), counted AS (
+    UPDATE workers SET jobs_done = jobs_done + (SELECT count(*) FROM done)
+    WHERE id = %(worker_id)s
+)
+SELECT 'job.completed' AS event, done.*,
+       (SELECT dep.depends_on_id FROM job_dependencies dep
+        WHERE dep.job_id = done.id ORDER BY dep.id LIMIT 1) AS depends_on
+FROM done
+UNION ALL
+SELECT 'job.created' AS event, next_runs.*, NULL::uuid AS depends_on
+FROM next_runs;
+
+-- name: release_dependents
+-- Count the completion of `job_ids` against their dependents; a dependent whose last
+-- upstream job completed becomes runnable now.
+UPDATE jobs AS j
+SET pending_dependencies = greatest(0, j.pending_dependencies - released.upstream_done),
+    run_at = greatest(j.run_at, now()),
+    virtual_deadline = greatest(j.run_at, now()) + j.priority * interval '20 minutes',
+    updated_at = now()
+FROM (SELECT dep.job_id, count(*) AS upstream_done
+      FROM job_dependencies dep
+      WHERE dep.depends_on_id = ANY(%(job_ids)s::uuid[])
+      GROUP BY dep.job_id) AS released
+WHERE j.id = released.job_id AND j.status = 'pending' AND j.pending_dependencies > 0
+RETURNING j.id, j.pending_dependencies;
+
+-- name: fail_job
+-- Close a failed attempt. With attempts left the job waits for `retry_at`; without, it
+-- enters the dead-letter queue.
+WITH failed AS (
+    UPDATE jobs AS j
+    SET status = 'failed',
+        in_dlq = j.attempt_count >= j.max_retries,
+        next_retry_at = CASE WHEN j.attempt_count >= j.max_retries THEN NULL
+                             ELSE %(retry_at)s END,
+        run_at = CASE WHEN j.attempt_count >= j.max_retries THEN j.run_at
+                      ELSE %(retry_at)s END,
+        virtual_deadline = CASE WHEN j.attempt_count >= j.max_retries THEN j.virtual_deadline
+                                ELSE %(retry_at)s + j.priority * interval '20 minutes' END,
+        last_error = %(error_message)s,
+        updated_at = now(),
+        current_attempt_id = NULL
+    WHERE j.id = %(job_id)s AND j.status = 'processing'
+      AND j.current_attempt_id = %(attempt_id)s
+    RETURNING j.*
+), closed AS (
+    UPDATE job_attempts AS a
+    SET status = 'failed',
+        finished_at = %(finished_at)s,
+        duration_ms = greatest(0, floor(extract(epoch FROM %(finished_at)s - a.started_at) * 1000)),
+        error_type = %(error_type)s,
+        error_message = %(error_message)s,
+        stack_trace = %(stack_trace)s
+    FROM failed
+    WHERE a.id = %(attempt_id)s
+)
+SELECT failed.*,
+       (SELECT dep.depends_on_id FROM job_dependencies dep
+        WHERE dep.job_id = failed.id ORDER BY dep.id LIMIT 1) AS depends_on
+FROM failed;
+
+-- name: cancel_job
+-- Cancel a job that has not finished. A running attempt is closed as failed and loses its
+-- claim, so the worker's late outcome is refused.
+WITH cancelled AS (
+    UPDATE jobs AS j
+    SET status = 'cancelled',
+        cancelled_at = now(),
+        updated_at = now(),
+        next_retry_at = NULL,
+        current_attempt_id = NULL,
+        last_error = coalesce(%(reason)s, j.last_error)
+    FROM (SELECT id, current_attempt_id AS attempt_id FROM jobs
+          WHERE id = %(job_id)s FOR UPDATE) AS prior
+    WHERE j.id = prior.id
+      AND (j.status IN ('pending', 'processing') OR (j.status = 'failed' AND NOT j.in_dlq))
+    RETURNING j.*, prior.attempt_id AS cancelled_attempt_id
+), closed AS (
+    UPDATE job_attempts AS a
+    SET status = 'failed',
+        finished_at = now(),
+        duration_ms = greatest(0, floor(extract(epoch FROM now() - a.started_at) * 1000)),
+        error_type = 'Cancelled',
+        error_message = 'Cancelled while running'
+    FROM cancelled
+    WHERE a.id = cancelled.cancelled_attempt_id
+)
+SELECT cancelled.*,
+       (SELECT dep.depends_on_id FROM job_dependencies dep
+        WHERE dep.job_id = cancelled.id ORDER BY dep.id LIMIT 1) AS depends_on
+FROM cancelled;
+
+-- name: cancel_dependents
+-- Cancel every not-yet-started job downstream of `job_ids`, naming the upstream job.
+WITH RECURSIVE downstream AS (
+    SELECT dep.job_id, dep.depends_on_id AS upstream_id
+    FROM job_dependencies dep
+    WHERE dep.depends_on_id = ANY(%(job_ids)s::uuid[])
+    UNION
+    SELECT dep.job_id, dep.depends_on_id
+    FROM job_dependencies dep
+    JOIN downstream ON dep.depends_on_id = downstream.job_id
+), cancelled AS (
+    UPDATE jobs AS j
+    SET status = 'cancelled',
+        cancelled_at = now(),
+        updated_at = now(),
+        next_retry_at = NULL,
+        last_error = 'Upstream job ' || downstream.upstream_id || ' ' || %(verb)s
+    FROM downstream
+    WHERE j.id = downstream.job_id AND j.status = 'pending'
+    RETURNING j.*, downstream.upstream_id AS depends_on
+)
+SELECT * FROM cancelled;
+
+-- name: retry_dlq_job
+-- Give a dead-letter job a fresh set of attempts, due now. Its attempt history stays.
+UPDATE jobs AS j
+SET status = 'pending',
+    in_dlq = false,
+    attempt_count = 0,
+    next_retry_at = NULL,
+    completed_at = NULL,
+    last_error = NULL,
+    worker_id = NULL,
+    run_at = now(),
+    virtual_deadline = now() + j.priority * interval '20 minutes',
+    updated_at = now()
+WHERE j.id = ANY(%(job_ids)s::uuid[]) AND j.status = 'failed' AND j.in_dlq
+RETURNING j.*,
+          (SELECT dep.depends_on_id FROM job_dependencies dep
+           WHERE dep.job_id = j.id ORDER BY dep.id LIMIT 1) AS depends_on;
+
+-- name: purge_dlq_jobs
+-- Delete dead-letter jobs with their attempts, logs and edges; all of them when `job_ids`
+-- is NULL. Dependents are cancelled first by the caller.
+WITH target AS (
+    SELECT id FROM jobs
+    WHERE status = 'failed' AND in_dlq
+      AND (%(job_ids)s::uuid[] IS NULL OR id = ANY(%(job_ids)s::uuid[]))
+    FOR UPDATE
+), logs AS (
+    DELETE FROM job_logs WHERE job_id IN (SELECT id FROM target)
+), attempts AS (
+    DELETE FROM job_attempts WHERE job_id IN (SELECT id FROM target)
+), edges AS (
+    DELETE FROM job_dependencies
+    WHERE job_id IN (SELECT id FROM target) OR depends_on_id IN (SELECT id FROM target)
+), unlinked AS (
+    UPDATE jobs SET previous_run_id = NULL
+    WHERE previous_run_id IN (SELECT id FROM target) AND id NOT IN (SELECT id FROM target)
+)
+DELETE FROM jobs WHERE id IN (SELECT id FROM target)
+RETURNING id;
+
+-- name: rescue_lost_jobs
+-- Take back jobs whose worker is gone: those of workers that missed their heartbeat past
+-- `heartbeat_before` (marked dead here), those stuck in processing since before
+-- `stuck_before`, and those of `worker_id` when it releases its jobs on a forced shutdown.
+-- The lost attempt is recorded as failed; a job with no attempts left enters the DLQ.
+WITH dead_workers AS (
+    UPDATE workers
+    SET status = 'dead', stopped_at = now()
+    WHERE status IN ('running', 'stopping') AND heartbeat_at < %(heartbeat_before)s
+    RETURNING id
+), lost AS (
+    SELECT id, current_attempt_id AS attempt_id
+    FROM jobs
+    WHERE status = 'processing'
+      AND (started_at < %(stuck_before)s
+           OR worker_id IN (SELECT id FROM dead_workers)
+           OR worker_id = %(worker_id)s)
+    FOR UPDATE SKIP LOCKED
+), rescued AS (
+    UPDATE jobs AS j
+    SET status = CASE WHEN %(requeue)s OR j.attempt_count < j.max_retries
+                      THEN 'pending' ELSE 'failed' END,
+        in_dlq = NOT %(requeue)s AND j.attempt_count >= j.max_retries,
+        run_at = now(),
+        virtual_deadline = now() + j.priority * interval '20 minutes',
+        last_error = %(reason)s,
+        updated_at = now(),
+        worker_id = NULL,
+        current_attempt_id = NULL
+    FROM lost
+    WHERE j.id = lost.id
+    RETURNING j.*, lost.attempt_id AS lost_attempt_id
+), closed AS (
+    UPDATE job_attempts AS a
+    SET status = 'failed',
+        finished_at = now(),
+        duration_ms = greatest(0, floor(extract(epoch FROM now() - a.started_at) * 1000)),
+        error_type = 'WorkerLost',
+        error_message = %(reason)s
+    FROM rescued
+    WHERE a.id = rescued.lost_attempt_id
+)
+SELECT rescued.*,
+       (SELECT dep.depends_on_id FROM job_dependencies dep
+        WHERE dep.job_id = rescued.id ORDER BY dep.id LIMIT 1) AS depends_on
+FROM rescued;
+
+-- name: append_logs
+-- Write log lines of a running attempt; refused (nothing written) once the claim is lost.
+INSERT INTO job_logs (job_id, attempt_id, created_at, level, message)
+SELECT %(job_id)s, %(attempt_id)s, entry.created_at, entry.level, entry.message
+FROM unnest(%(created_at)s::timestamptz[], %(levels)s::text[], %(messages)s::text[])
+     AS entry(created_at, level, message)
+WHERE EXISTS (SELECT 1 FROM jobs
+              WHERE id = %(job_id)s AND status = 'processing'
+                AND current_attempt_id = %(attempt_id)s);
+
+-- name: job_stats
+-- The counters of GET /jobs/stats: `failed` is only jobs waiting for a retry.
+SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'processing') AS processing,
+       count(*) FILTER (WHERE status = 'completed') AS completed,
+       count(*) FILTER (WHERE status = 'failed' AND NOT in_dlq) AS failed,
+       count(*) FILTER (WHERE in_dlq) AS dlq,
+       count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+       count(*) AS total
+FROM jobs;

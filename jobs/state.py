@@ -1,0 +1,469 @@
+"""The job state machine. Every status change of a job happens here and nowhere else.
+
+Each transition is one guarded statement (see `jobs/sql/queries.sql`): it names the state
+it expects, so of two actors racing for a job exactly one wins and the other gets nothing
+back. Attempts and logs are written in the same transaction, and events are published on
+Redis only after that transaction commits. Transitions return the job object of the API
+(`jobs.representation`), which is also what their events carry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+from psycopg.types.json import Jsonb
+
+from worker.registry import UnknownJobType, registry
+
+from .events import get_event_bus
+from .models import PRIORITY_WEIGHT, Job, JobDependency, JobStatus, RecurInterval
+from .representation import represent_job, represent_row
+from .sql import query
+from .stats import stats_publisher
+
+JobObject = dict[str, Any]
+_NEVER = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class JobError(Exception):
+    """Base of the errors a transition raises to its caller."""
+
+
+class JobValidationError(JobError):
+    def __init__(self, details: dict[str, list[str]]) -> None:
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in details.items()))
+        self.details = details
+
+
+class JobNotFound(JobError):
+    def __init__(self, job_id: object) -> None:
+        super().__init__(f"No job with id {job_id}.")
+        self.job_id = job_id
+
+
+class InvalidStateError(JobError):
+    """The action does not apply to the job's current state (the API's 409)."""
+
+    def __init__(self, job_id: object, status: str, in_dlq: bool, action: str) -> None:
+        where = "in the dead-letter queue" if in_dlq else status
+        super().__init__(f"Cannot {action} job {job_id}: it is {where}.")
+        self.job_id = job_id
+        self.status = "dlq" if in_dlq else status
+        self.action = action
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What `enqueue_many` needs for one job; `enqueue` takes the same as arguments."""
+
+    type: str
+    payload: dict[str, Any]
+    priority: int = 2
+    scheduled_at: datetime | None = None
+    recur_interval: str | None = None
+    max_retries: int | None = None
+    depends_on: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A job a worker now holds; `attempt_id` is the fencing token of the claim."""
+
+    id: uuid.UUID
+    type: str
+    payload: dict[str, Any]
+    priority: int
+    attempt_id: uuid.UUID
+    attempt_number: int
+    max_retries: int
+    job: JobObject = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Success:
+    job_id: uuid.UUID
+    attempt_id: uuid.UUID
+    result: Any
+    finished_at: datetime
+
+
+@dataclass(frozen=True)
+class CompletionReport:
+    completed: list[JobObject]
+    created: list[JobObject]
+    released: list[uuid.UUID]
+
+
+# --- creating jobs -------------------------------------------------------------------------
+
+
+def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    try:
+        handler = registry.get(spec.type)
+    except UnknownJobType:
+        errors["type"] = [
+            f"Unknown job type {spec.type!r}. Registered types: {', '.join(registry.names())}."
+        ]
+        handler = None
+    if not isinstance(spec.payload, dict):
+        errors["payload"] = ["Must be a JSON object."]
+    elif handler is not None:
+        errors.update(handler.payload_errors(spec.payload))
+    if isinstance(spec.priority, bool) or spec.priority not in (1, 2, 3):
+        errors["priority"] = ["Must be 1, 2 or 3."]
+    if spec.max_retries is not None and (
+        isinstance(spec.max_retries, bool) or not 1 <= spec.max_retries <= 10
+    ):
+        errors["max_retries"] = ["Must be an integer from 1 to 10."]
+    if spec.scheduled_at is not None and spec.scheduled_at <= now:
+        errors["scheduled_at"] = ["Must be in the future."]
+    if spec.recur_interval is not None and spec.recur_interval not in RecurInterval.values:
+        errors["recur_interval"] = [f"Must be one of: {', '.join(RecurInterval.values)}."]
+    return errors
+
+
+def _new_job(spec: JobSpec, now: datetime, pending_dependencies: int = 0) -> Job:
+    run_at = spec.scheduled_at or now
+    return Job(
+        type=spec.type,
+        payload=spec.payload,
+        priority=spec.priority,
+        status=JobStatus.PENDING,
+        max_retries=spec.max_retries or settings.SCHEDULER_DEFAULT_MAX_RETRIES,
+        scheduled_at=run_at,
+        recur_interval=spec.recur_interval,
+        created_at=now,
+        updated_at=now,
+        run_at=run_at,
+        virtual_deadline=run_at + spec.priority * PRIORITY_WEIGHT,
+        pending_dependencies=pending_dependencies,
+    )
+
+
+def enqueue(
+    type: str,
+    payload: dict[str, Any],
+    *,
+    priority: int = 2,
+    scheduled_at: datetime | None = None,
+    recur_interval: str | None = None,
+    max_retries: int | None = None,
+    depends_on: uuid.UUID | None = None,
+) -> JobObject:
+    """Create a job. Inside a caller's transaction it exists only if that transaction commits.
+
+    Raises JobValidationError with field -> messages when any argument is wrong.
+    """
+    spec = JobSpec(type, payload, priority, scheduled_at, recur_interval, max_retries, depends_on)
+    now = timezone.now()
+    errors = _validate(spec, now)
+    if errors:
+        raise JobValidationError(errors)
+    with transaction.atomic():
+        pending_dependencies = 0
+        if depends_on is not None:
+            # The row lock orders us against the upstream's completion or cancellation, and
+            # those transitions re-read the edges in a later statement, so none is missed.
+            upstream = Job.objects.select_for_update().filter(id=depends_on).first()
+            if upstream is None:
+                raise JobValidationError({"depends_on": [f"No job with id {depends_on}."]})
+            if upstream.status == JobStatus.CANCELLED:
+                raise JobValidationError(
+                    {"depends_on": [f"Job {depends_on} is cancelled; it will never complete."]}
+                )
+            pending_dependencies = 0 if upstream.status == JobStatus.COMPLETED else 1
+        job = _new_job(spec, now, pending_dependencies)
+        job.save(force_insert=True)
+        if depends_on is not None:
+            JobDependency.objects.create(job=job, depends_on_id=depends_on)
+        created = represent_row({**_row_of(job), "depends_on": depends_on})
+        _publish_after_commit([("job.created", created)])
+    return created
+
+
+def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 2000) -> int:
+    """Create many independent jobs in bulk (seeding, benchmarks, fan-out).
+
+    Every spec is validated before anything is written; dependencies are not taken here.
+    Publishes one `stats.updated` instead of a `job.created` per job.
+    """
+    now = timezone.now()
+    jobs: list[Job] = []
+    for index, spec in enumerate(specs):
+        if spec.depends_on is not None:
+            raise JobValidationError({f"{index}.depends_on": ["Use enqueue() for dependencies."]})
+        errors = _validate(spec, now)
+        if errors:
+            raise JobValidationError({f"{index}.{key}": value for key, value in errors.items()})
+        jobs.append(_new_job(spec, now))
+    with transaction.atomic():
+        Job.objects.bulk_create(jobs, batch_size=batch_size)
+        transaction.on_commit(stats_publisher.changed)
+    return len(jobs)
+
+
+# --- running jobs ----------------------------------------------------------------------------
+
+
+def claim(
+    worker_id: uuid.UUID, limit: int, job_ids: Sequence[uuid.UUID] | None = None
+) -> list[ClaimedJob]:
+    """Claim up to `limit` runnable jobs (among `job_ids` when given), most urgent first."""
+    with transaction.atomic():
+        rows = _fetch(
+            "claim_jobs",
+            {"worker_id": worker_id, "limit": limit, "job_ids": list(job_ids) if job_ids else None},
+        )
+        claimed = [
+            ClaimedJob(
+                id=row["id"],
+                type=row["type"],
+                payload=job["payload"],
+                priority=row["priority"],
+                attempt_id=row["current_attempt_id"],
+                attempt_number=row["attempt_count"],
+                max_retries=row["max_retries"],
+                job=job,
+            )
+            for row in rows
+            for job in [represent_row(row)]
+        ]
+        _publish_after_commit([("job.started", c.job) for c in claimed])
+    return claimed
+
+
+def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -> CompletionReport:
+    """Finish attempts as succeeded. Attempts that lost their claim are ignored."""
+    if not successes:
+        return CompletionReport([], [], [])
+    with transaction.atomic():
+        rows = _fetch(
+            "complete_jobs",
+            {
+                "job_ids": [s.job_id for s in successes],
+                "attempt_ids": [s.attempt_id for s in successes],
+                "results": [Jsonb(s.result) for s in successes],
+                "finished_at": [s.finished_at for s in successes],
+                "worker_id": worker_id,
+            },
+        )
+        completed = [represent_row(r) for r in rows if r["event"] == "job.completed"]
+        created = [represent_row(r) for r in rows if r["event"] == "job.created"]
+        released: list[uuid.UUID] = []
+        if completed:
+            released = [
+                r["id"]
+                for r in _fetch(
+                    "release_dependents", {"job_ids": [uuid.UUID(j["id"]) for j in completed]}
+                )
+                if r["pending_dependencies"] == 0
+            ]
+        _publish_after_commit(
+            [("job.completed", j) for j in completed] + [("job.created", j) for j in created]
+        )
+    return CompletionReport(completed, created, released)
+
+
+def fail(
+    job_id: uuid.UUID,
+    attempt_id: uuid.UUID,
+    *,
+    error_type: str,
+    error_message: str,
+    stack_trace: str | None,
+    retry_delay: timedelta,
+    finished_at: datetime | None = None,
+) -> JobObject | None:
+    """Finish an attempt as failed: the job waits `retry_delay` for its next attempt, or
+    enters the DLQ when it has none left. None when the attempt had lost its claim."""
+    finished_at = finished_at or timezone.now()
+    with transaction.atomic():
+        rows = _fetch(
+            "fail_job",
+            {
+                "job_id": job_id,
+                "attempt_id": attempt_id,
+                "error_type": error_type[:200],
+                "error_message": error_message,
+                "stack_trace": stack_trace,
+                "retry_at": finished_at + retry_delay,
+                "finished_at": finished_at,
+            },
+        )
+        if not rows:
+            return None
+        job = represent_row(rows[0])
+        event = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
+        _publish_after_commit([("job.failed", job), (event, job)])
+    return job
+
+
+def append_logs(
+    job_id: uuid.UUID, attempt_id: uuid.UUID, entries: Sequence[tuple[datetime, str, str]]
+) -> int:
+    """Write (time, level, message) lines of a running attempt; 0 once its claim is lost."""
+    if not entries:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            query("append_logs"),
+            {
+                "job_id": job_id,
+                "attempt_id": attempt_id,
+                "created_at": [e[0] for e in entries],
+                "levels": [e[1] for e in entries],
+                "messages": [e[2] for e in entries],
+            },
+        )
+        return int(cursor.rowcount)
+
+
+def rescue_lost(*, stuck_after: timedelta, worker_timeout: timedelta) -> list[JobObject]:
+    """Return to pending the jobs of dead workers and the jobs stuck in processing.
+
+    Workers whose heartbeat is older than `worker_timeout` are marked dead here.
+    """
+    now = timezone.now()
+    return _take_back(
+        {
+            "stuck_before": now - stuck_after,
+            "heartbeat_before": now - worker_timeout,
+            "worker_id": None,
+            "requeue": False,
+            "reason": "Worker lost: the attempt never reported back.",
+        }
+    )
+
+
+def release(worker_id: uuid.UUID, reason: str) -> list[JobObject]:
+    """Put a stopping worker's running jobs back to pending (forced shutdown)."""
+    return _take_back(
+        {
+            "stuck_before": _NEVER,
+            "heartbeat_before": _NEVER,
+            "worker_id": worker_id,
+            "requeue": True,
+            "reason": reason,
+        }
+    )
+
+
+def _take_back(params: dict[str, Any]) -> list[JobObject]:
+    with transaction.atomic():
+        jobs = [represent_row(row) for row in _fetch("rescue_lost_jobs", params)]
+        events: list[tuple[str, JobObject]] = []
+        for job in jobs:
+            follow_up = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
+            events += [("job.failed", job), (follow_up, job)]
+        _publish_after_commit(events)
+    return jobs
+
+
+# --- operator actions ------------------------------------------------------------------------
+
+
+def cancel(job_id: uuid.UUID, reason: str | None = None) -> JobObject:
+    """Cancel a pending, running or retry-waiting job, and every job waiting on it."""
+    with transaction.atomic():
+        rows = _fetch("cancel_job", {"job_id": job_id, "reason": reason})
+        if not rows:
+            raise _refusal(job_id, "cancel")
+        job = represent_row(rows[0])
+        dependents = _cancel_dependents([job_id], "was cancelled")
+        _publish_after_commit([("job.cancelled", j) for j in [job, *dependents]])
+    return job
+
+
+def retry_from_dlq(job_id: uuid.UUID) -> JobObject:
+    """Give a DLQ job a fresh set of attempts, due now (its history stays)."""
+    jobs = retry_many_from_dlq([job_id])
+    if not jobs:
+        raise _refusal(job_id, "retry")
+    return jobs[0]
+
+
+def retry_many_from_dlq(job_ids: Sequence[uuid.UUID]) -> list[JobObject]:
+    """Retry those of `job_ids` that are in the DLQ; the others are left as they are."""
+    with transaction.atomic():
+        jobs = [represent_row(r) for r in _fetch("retry_dlq_job", {"job_ids": list(job_ids)})]
+        _publish_after_commit([("job.retry_scheduled", j) for j in jobs])
+    return jobs
+
+
+def purge(job_id: uuid.UUID) -> None:
+    """Delete a DLQ job with its attempts and logs; jobs waiting on it are cancelled."""
+    if not purge_many([job_id]):
+        raise _refusal(job_id, "purge")
+
+
+def purge_many(job_ids: Sequence[uuid.UUID] | None) -> int:
+    """Purge those of `job_ids` that are in the DLQ, or the whole DLQ when None."""
+    with transaction.atomic():
+        if job_ids is None:
+            targets = list(Job.objects.filter(in_dlq=True).values_list("id", flat=True))
+        else:
+            targets = list(job_ids)
+        dependents = _cancel_dependents(targets, "was purged from the dead-letter queue")
+        purged = len(_fetch("purge_dlq_jobs", {"job_ids": job_ids and list(job_ids)}))
+        _publish_after_commit([("job.cancelled", j) for j in dependents], stats_changed=True)
+    return purged
+
+
+def empty_dlq() -> int:
+    return purge_many(None)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _cancel_dependents(job_ids: Sequence[uuid.UUID], verb: str) -> list[JobObject]:
+    if not job_ids:
+        return []
+    rows = _fetch("cancel_dependents", {"job_ids": list(job_ids), "verb": verb})
+    return [represent_row(r) for r in rows]
+
+
+def _refusal(job_id: uuid.UUID, action: str) -> JobError:
+    current = Job.objects.filter(id=job_id).values("status", "in_dlq").first()
+    if current is None:
+        return JobNotFound(job_id)
+    return InvalidStateError(job_id, current["status"], current["in_dlq"], action)
+
+
+def _fetch(name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    with connection.cursor() as cursor:
+        cursor.execute(query(name), params)
+        if cursor.description is None:
+            return []
+        columns = [column.name for column in cursor.description]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _row_of(job: Job) -> dict[str, Any]:
+    return {f.attname: getattr(job, f.attname) for f in Job._meta.concrete_fields}
+
+
+def _publish_after_commit(
+    events: list[tuple[str, JobObject]], *, stats_changed: bool | None = None
+) -> None:
+    def publish() -> None:
+        get_event_bus().publish_many(events)
+        if stats_changed or (stats_changed is None and events):
+            stats_publisher.changed()
+
+    transaction.on_commit(publish)
+
+
+def get_job(job_id: uuid.UUID) -> JobObject:
+    job = Job.objects.prefetch_related("dependencies").filter(id=job_id).first()
+    if job is None:
+        raise JobNotFound(job_id)
+    return represent_job(job)

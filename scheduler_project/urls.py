@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
+
+urlpatterns = [
+    path("api/", include("jobs.live.urls")),
+    path("api/v1/", include("jobs.api.urls")),
+    path("api-docs.json", SpectacularJSONAPIView.as_view(), name="openapi-schema"),
+    path("api-docs", SpectacularSwaggerView.as_view(url_name="openapi-schema"), name="api-docs"),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("jobs.console.urls")),
+]
+
+handler404 = "jobs.api.errors.not_found_view"
+handler500 = "jobs.api.errors.server_error_view"

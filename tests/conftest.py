@@ -1,0 +1,157 @@
+"""Fixtures shared by every test folder: users with roles, API clients, a Redis listener,
+and the environment a worker subprocess needs to reach this test's database."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import redis
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from rest_framework.test import APIClient
+
+from jobs.api.auth import issue_token
+from jobs.events import decode_event
+from jobs.roles import Role, assign_role
+
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_event_channel() -> None:
+    # Redis pub/sub ignores database numbers, so parallel test processes each get a channel.
+    settings.SCHEDULER_EVENTS_CHANNEL = f"scheduler:events:test:{XDIST_WORKER}"
+
+
+def make_user(username: str, role: Role | None) -> Any:
+    user = get_user_model().objects.create_user(username=username, password="pw-" + username)
+    if role is not None:
+        assign_role(user, role)
+    return user
+
+
+@pytest.fixture
+def operator(db: None) -> Any:
+    return make_user("olive-operator", Role.OPERATOR)
+
+
+@pytest.fixture
+def viewer(db: None) -> Any:
+    return make_user("victor-viewer", Role.VIEWER)
+
+
+def token_client(user: Any) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(user)}")
+    return client
+
+
+@pytest.fixture
+def operator_client(operator: Any) -> APIClient:
+    return token_client(operator)
+
+
+@pytest.fixture
+def viewer_client(viewer: Any) -> APIClient:
+    return token_client(viewer)
+
+
+@pytest.fixture
+def anon_client() -> APIClient:
+    return APIClient()
+
+
+class EventListener:
+    """Collects what arrives on the events channel, from a real Redis subscription."""
+
+    def __init__(self, url: str, channel: str) -> None:
+        self._client = redis.Redis.from_url(url)
+        self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        self._pubsub.subscribe(channel)
+        self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.received: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            message = self._pubsub.get_message(timeout=0.1)
+            if message is not None:
+                self._queue.put(dict(decode_event(message["data"])))
+
+    def wait_for(
+        self,
+        event_type: str,
+        predicate: Callable[[dict[str, Any]], bool] = lambda data: True,
+        timeout: float = 5.0,
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        for event in self.received:
+            if event["type"] == event_type and predicate(event["data"]):
+                return event
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                event = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            self.received.append(event)
+            if event["type"] == event_type and predicate(event["data"]):
+                return event
+        raise AssertionError(f"no {event_type} event within {timeout}s; got {self.types()}")
+
+    def drain(self, seconds: float = 0.3) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                self.received.append(self._queue.get(timeout=remaining))
+            except queue.Empty:
+                break
+        return self.received
+
+    def types(self) -> list[str]:
+        return [event["type"] for event in self.received]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._pubsub.close()
+        self._client.close()
+
+
+@pytest.fixture
+def events() -> Iterator[EventListener]:
+    listener = EventListener(settings.REDIS_URL, settings.SCHEDULER_EVENTS_CHANNEL)
+    time.sleep(0.05)  # the SUBSCRIBE must be in place before the test publishes
+    yield listener
+    listener.close()
+
+
+@pytest.fixture
+def subprocess_env(transactional_db: None) -> dict[str, str]:
+    """Environment for a `manage.py` subprocess that must see this test's database."""
+    db = connection.settings_dict
+    credentials = quote(db["USER"] or "postgres", safe="")
+    if db["PASSWORD"]:
+        credentials += ":" + quote(db["PASSWORD"], safe="")
+    host = quote(db["HOST"] or "127.0.0.1", safe="")
+    port = db["PORT"] or "5432"
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": f"postgres://{credentials}@{host}:{port}/{db['NAME']}",
+            "REDIS_URL": settings.REDIS_URL,
+            "SCHEDULER_EVENTS_CHANNEL": settings.SCHEDULER_EVENTS_CHANNEL,
+            "DJANGO_SETTINGS_MODULE": "scheduler_project.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env

@@ -1,0 +1,153 @@
+"""The built-in job types. Each handler takes the job's context and returns its result."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+
+from .registry import handler
+
+if TYPE_CHECKING:
+    from .context import JobContext
+
+
+class HandlerFailure(Exception):
+    """A handler's own, expected failure (a non-2xx response, a simulated fault)."""
+
+
+@handler(
+    "send_email",
+    schema={
+        "type": "object",
+        "properties": {
+            "to": {"type": "string", "format": "email", "minLength": 3, "pattern": "@"},
+            "from": {"type": "string", "pattern": "@"},
+            "subject": {"type": "string", "maxLength": 998},
+            "html": {"type": "string"},
+            "text": {"type": "string"},
+        },
+        "required": ["to", "subject"],
+        "additionalProperties": False,
+    },
+    timeout=60,
+)
+def send_email(job: JobContext) -> dict[str, Any]:
+    """Send an email through Django's configured email backend."""
+    payload = job.payload
+    html = payload.get("html", "")
+    message = EmailMultiAlternatives(
+        subject=payload["subject"],
+        body=payload.get("text", "") or html,
+        from_email=payload.get("from") or settings.DEFAULT_FROM_EMAIL,
+        to=[payload["to"]],
+    )
+    if html:
+        message.attach_alternative(html, "text/html")
+    sent = message.send()
+    job.logger.info("sent email to %s", payload["to"])
+    return {"sent": sent, "to": payload["to"]}
+
+
+@handler(
+    "http_request",
+    schema={
+        "type": "object",
+        "properties": {
+            "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]},
+            "url": {"type": "string", "pattern": "^https?://"},
+            "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+            "json": {},
+            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 300},
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    },
+    timeout=310,
+)
+def http_request(job: JobContext) -> dict[str, Any]:
+    """Make an HTTP request (webhooks). A non-2xx answer or a timeout fails the attempt."""
+    payload = job.payload
+    body = None
+    headers = dict(payload.get("headers") or {})
+    if "json" in payload:
+        body = json.dumps(payload["json"]).encode()
+        headers.setdefault("Content-Type", "application/json")
+    request = urllib.request.Request(  # noqa: S310 - the schema allows http(s) only
+        payload["url"], data=body, headers=headers, method=payload.get("method", "POST")
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=payload.get("timeout", 10)) as response:  # noqa: S310
+            text = response.read(64 * 1024).decode("utf-8", "replace")
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        raise HandlerFailure(f"{payload['url']} answered {exc.code} {exc.reason}") from exc
+    job.logger.info("%s %s -> %s", request.method, payload["url"], status)
+    return {"status": status, "body": text[:2000]}
+
+
+@handler(
+    "generate_report",
+    schema={
+        "type": "object",
+        "properties": {
+            "report": {"type": "string", "minLength": 1},
+            "rows": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+            "format": {"enum": ["csv", "json", "pdf"]},
+        },
+        "required": ["report"],
+        "additionalProperties": False,
+    },
+    timeout=600,
+)
+def generate_report(job: JobContext) -> dict[str, Any]:
+    """Aggregate a synthetic data set into a small report."""
+    rows = int(job.payload.get("rows", 1000))
+    rng = random.Random(job.payload["report"])  # noqa: S311 - demo data, not security
+    total = 0.0
+    for index in range(rows):
+        total += rng.random()
+        if index % 10_000 == 0:
+            job.raise_if_cancelled()
+    job.logger.info("aggregated %d rows for %s", rows, job.payload["report"])
+    return {
+        "report": job.payload["report"],
+        "format": job.payload.get("format", "json"),
+        "rows": rows,
+        "mean": round(total / rows, 6),
+    }
+
+
+@handler("noop", schema={"type": "object"}, timeout=30)
+def noop(job: JobContext) -> None:
+    """Do nothing: for benchmarks and smoke tests."""
+    return None
+
+
+@handler(
+    "flaky",
+    schema={
+        "type": "object",
+        "properties": {
+            "failure_probability": {"type": "number", "minimum": 0, "maximum": 1},
+            "sleep_ms": {"type": "integer", "minimum": 0, "maximum": 60_000},
+        },
+        "additionalProperties": False,
+    },
+    timeout=120,
+)
+def flaky(job: JobContext) -> dict[str, Any]:
+    """Fail with the given probability (default 0.5), to show retries and the DLQ."""
+    sleep_ms = job.payload.get("sleep_ms", 0)
+    if sleep_ms:
+        time.sleep(sleep_ms / 1000)
+    probability = job.payload.get("failure_probability", 0.5)
+    if random.random() < probability:  # noqa: S311 - simulated faults
+        raise HandlerFailure(f"simulated failure (probability {probability})")
+    return {"survived": True}
