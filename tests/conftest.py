@@ -27,8 +27,10 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_event_channel() -> None:
-    # Redis pub/sub ignores database numbers, so parallel test processes each get a channel.
-    settings.SCHEDULER_EVENTS_CHANNEL = f"scheduler:events:test:{XDIST_WORKER}"
+    # Redis pub/sub ignores database numbers, so each test process gets its own channel.
+    # Several checkouts may run their suites at once on one machine, hence the database name.
+    test_database = settings.DATABASES["default"]["TEST"]["NAME"]
+    settings.SCHEDULER_EVENTS_CHANNEL = f"scheduler:events:test:{test_database}:{XDIST_WORKER}"
 
 
 def make_user(username: str, role: Role | None) -> Any:
