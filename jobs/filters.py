@@ -1,0 +1,176 @@
+"""The filters and ordering of `GET /jobs` (and of the console's job ledger).
+
+Every time bound takes Unix milliseconds or an ISO 8601 string. Ranges are half-open:
+`<name>_after` includes its instant and `<name>_before` excludes it, so consecutive windows
+(`created_after=T1&created_before=T2`, then `created_after=T2...`) neither overlap nor gap.
+A value that does not parse is a form error under the parameter's own name.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+import django_filters
+from django import forms
+from django.db.models import QuerySet
+from django.utils.dateparse import parse_date, parse_datetime
+
+from .models import Job, JobStatus, RecurInterval
+
+DLQ = "dlq"
+STATUS_CHOICES = [*JobStatus.choices, (DLQ, "Dead-letter queue")]
+PRIORITY_CHOICES = [(1, "1 (high)"), (2, "2"), (3, "3 (low)")]
+ORDERING_FIELDS = ("priority", "attempt_count", "max_retries", "created_at", "scheduled_at")
+DEFAULT_ORDERING = "-created_at"
+# Query-string name prefix -> model field, for the `<name>_before` / `<name>_after` pairs.
+TIME_FIELDS = {
+    "created": "created_at",
+    "scheduled": "scheduled_at",
+    "started": "started_at",
+    "completed": "completed_at",
+    "cancelled": "cancelled_at",
+    "next_retry": "next_retry_at",
+    "updated": "updated_at",
+}
+
+_MILLISECONDS = re.compile(r"^-?\d{1,15}$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+TIME_FORMAT_MESSAGE = (
+    "Enter Unix milliseconds (e.g. 1781136000000) or an ISO 8601 date-time "
+    "(e.g. 2026-06-11T00:00:00Z)."
+)
+
+
+def parse_instant(value: Any) -> datetime | None:
+    """Unix milliseconds (int or digits) or ISO 8601 -> aware UTC datetime; None if neither.
+
+    A naive ISO time is taken as UTC and a bare date as its midnight UTC. A `+` offset that
+    arrived unencoded in a query string (and so became a space) is still understood.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return _from_milliseconds(value)
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if _MILLISECONDS.match(text):
+        return _from_milliseconds(int(text))
+    for candidate in (text, text.replace(" ", "+")):
+        try:
+            parsed = parse_datetime(candidate)
+        except ValueError:
+            parsed = None
+        if parsed is not None:
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=UTC)
+            return parsed.astimezone(UTC)
+    try:
+        day = parse_date(text)
+    except ValueError:
+        day = None
+    return None if day is None else datetime.combine(day, time.min, tzinfo=UTC)
+
+
+def _from_milliseconds(milliseconds: int) -> datetime | None:
+    try:
+        return _EPOCH + timedelta(milliseconds=milliseconds)
+    except OverflowError:
+        return None
+
+
+class InstantField(forms.Field):
+    default_error_messages = {"invalid": TIME_FORMAT_MESSAGE}
+
+    def to_python(self, value: Any) -> datetime | None:
+        if value in self.empty_values:
+            return None
+        parsed = parse_instant(value)
+        if parsed is None:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return parsed
+
+
+class InstantFilter(django_filters.Filter):
+    field_class = InstantField
+
+
+def _before(field_name: str) -> InstantFilter:
+    return InstantFilter(
+        field_name=field_name,
+        lookup_expr="lt",
+        label=f"{field_name} strictly before this instant (Unix ms or ISO 8601)",
+    )
+
+
+def _after(field_name: str) -> InstantFilter:
+    return InstantFilter(
+        field_name=field_name,
+        lookup_expr="gte",
+        label=f"{field_name} at or after this instant (Unix ms or ISO 8601)",
+    )
+
+
+def _one_of(values: list[str], note: str = "") -> dict[str, str]:
+    listed = ", ".join(values) + (f" {note}" if note else "")
+    return {"invalid_choice": f"%(value)s is not valid: use one of {listed}."}
+
+
+class JobFilter(django_filters.FilterSet):
+    """Every filter and the ordering of `GET /jobs`, over `Job`."""
+
+    status = django_filters.ChoiceFilter(
+        choices=STATUS_CHOICES,
+        method="filter_status",
+        label="Status; `failed` is waiting for a retry, `dlq` the dead-letter queue",
+        error_messages=_one_of([value for value, _ in STATUS_CHOICES]),
+    )
+    priority = django_filters.ChoiceFilter(
+        choices=PRIORITY_CHOICES,
+        label="Priority (1..3)",
+        error_messages={"invalid_choice": "%(value)s is not a priority: use 1, 2 or 3."},
+    )
+    type = django_filters.CharFilter(field_name="type", label="Job type (exact)")
+    recur_interval = django_filters.ChoiceFilter(
+        choices=RecurInterval.choices,
+        label="Recurrence interval",
+        error_messages=_one_of(RecurInterval.values),
+    )
+    created_before = _before("created_at")
+    created_after = _after("created_at")
+    scheduled_before = _before("scheduled_at")
+    scheduled_after = _after("scheduled_at")
+    started_before = _before("started_at")
+    started_after = _after("started_at")
+    completed_before = _before("completed_at")
+    completed_after = _after("completed_at")
+    cancelled_before = _before("cancelled_at")
+    cancelled_after = _after("cancelled_at")
+    next_retry_before = _before("next_retry_at")
+    next_retry_after = _after("next_retry_at")
+    updated_before = _before("updated_at")
+    updated_after = _after("updated_at")
+    ordering = django_filters.OrderingFilter(
+        fields=ORDERING_FIELDS,
+        label="Sort key, `-` prefix for descending; default -created_at",
+        error_messages=_one_of(list(ORDERING_FIELDS), "(`-` prefix for descending)"),
+    )
+
+    class Meta:
+        model = Job
+        fields: list[str] = []
+
+    def filter_status(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
+        if value == DLQ:
+            return queryset.filter(in_dlq=True)
+        if value == JobStatus.FAILED:
+            return queryset.filter(status=JobStatus.FAILED, in_dlq=False)
+        return queryset.filter(status=value)
+
+    def filter_queryset(self, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        queryset = super().filter_queryset(queryset)
+        ordering = self.form.cleaned_data.get("ordering") or [DEFAULT_ORDERING]
+        # The id makes the order total, so pages stay stable when sort keys tie.
+        return queryset.order_by(*ordering, "id")
