@@ -1,0 +1,103 @@
+"""The scheduler interface and the entry it orders."""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from jobs.models import PRIORITY_WEIGHT
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_WEIGHT_US = PRIORITY_WEIGHT // _MICROSECOND
+
+# (virtual deadline, created_at, id) as integers: microseconds since the epoch and the UUID's
+# 128-bit value. Integers compare faster than datetimes and UUIDs, and exactly.
+SortKey = tuple[int, int, int]
+
+
+def _microseconds(value: datetime, name: str) -> int:
+    if value.tzinfo is None:
+        raise ValueError(f"{name} must be timezone-aware, got {value!r}")
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def _as_datetime(value: Any, name: str) -> datetime:
+    # The API's job object carries ISO 8601 strings; database rows carry datetimes.
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a datetime or an ISO 8601 string, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledJob:
+    """A runnable job as the in-memory scheduler sees it.
+
+    Ordered by `key`: earliest virtual deadline (`ready_at + priority x 20 min`), then earliest
+    `created_at`, then id. The key is computed once here so that the structures compare plain
+    integer tuples and allocate nothing per operation.
+    """
+
+    job_id: uuid.UUID
+    priority: int
+    ready_at: datetime
+    created_at: datetime
+    key: SortKey = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        deadline = _microseconds(self.ready_at, "ready_at") + self.priority * _WEIGHT_US
+        created = _microseconds(self.created_at, "created_at")
+        object.__setattr__(self, "key", (deadline, created, self.job_id.int))
+
+    @property
+    def virtual_deadline(self) -> datetime:
+        return self.ready_at + self.priority * PRIORITY_WEIGHT
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ScheduledJob:
+        """From a `jobs` row (columns id, priority, run_at, created_at). Values may be the
+        database's (UUID, datetime) or the API's (strings): `run_at` is the ready time."""
+        job_id = row["id"]
+        return cls(
+            job_id=job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id)),
+            priority=int(row["priority"]),
+            ready_at=_as_datetime(row["run_at"], "run_at"),
+            created_at=_as_datetime(row["created_at"], "created_at"),
+        )
+
+
+class JobScheduler(abc.ABC):
+    """A priority queue of `ScheduledJob`s, most urgent (smallest `key`) first.
+
+    - `insert` of a job id already held REPLACES the held entry (a job that comes back with a
+      new ready time, e.g. after a retry, must be ordered by the new one); re-inserting an
+      identical entry changes nothing.
+    - `pop` on an empty scheduler raises IndexError, like `list.pop`; `peek` returns None.
+    - `remove` returns whether the job was held; a removed job is never popped.
+    """
+
+    name: str
+
+    @abc.abstractmethod
+    def insert(self, entry: ScheduledJob) -> None: ...
+
+    @abc.abstractmethod
+    def pop(self) -> ScheduledJob: ...
+
+    @abc.abstractmethod
+    def peek(self) -> ScheduledJob | None: ...
+
+    @abc.abstractmethod
+    def remove(self, job_id: uuid.UUID) -> bool: ...
+
+    @abc.abstractmethod
+    def __len__(self) -> int: ...
+
+    @abc.abstractmethod
+    def __contains__(self, job_id: object) -> bool: ...
