@@ -4,14 +4,26 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
+# Runs a command with DATABASE_URL / REDIS_URL set: from the environment or .env, else
+# embedded servers under .data/ (see scheduler_project/services.py).
 SERVICES := $(PY) -m scheduler_project.services
+# For checks (tests, benchmarks, screenshots): the machine's servers on 127.0.0.1 are
+# preferred to embedded ones when they answer.
+CHECK_SERVICES := $(SERVICES) exec --prefer-local
+PYTEST_ARGS ?=
 
 .PHONY: help install run test lint format validate seed reset benchmark screenshots browser clean
 
 help:
-	@echo "make run        set up everything and start the web server and one worker"
-	@echo "make test       lint, type-check and run the whole test suite"
-	@echo "make lint | format | validate | seed | reset | benchmark | screenshots"
+	@echo "make run         set up everything and start the web server and one worker"
+	@echo "make test        lint, format check, type-check, then the whole test suite"
+	@echo "make lint        ruff check, ruff format --check, mypy"
+	@echo "make format      reformat and apply ruff's safe fixes"
+	@echo "make validate    lint + format check + test"
+	@echo "make seed        add the 120 demo jobs     make reset   drop and recreate the schema"
+	@echo "make benchmark   scheduler micro-benchmark and the end-to-end benchmark"
+	@echo "make screenshots regenerate static/screenshots/*.png"
+	@echo "make clean       remove .venv and .data (all local data)"
 
 $(STAMP): requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +37,7 @@ run: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy jobs worker
 
 format: install
@@ -36,26 +49,24 @@ browser:
 		echo "Installing Debian's chromium for the browser tests"; \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; }
 
-test: install browser
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/mypy jobs worker
-	$(SERVICES) exec -- $(BIN)/pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+test: lint browser
+	$(CHECK_SERVICES) -- $(BIN)/pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
+# `test` already runs lint (which includes the format check) before pytest.
 validate: test
 
 seed: install
-	$(SERVICES) exec -- $(PY) manage.py seed_db
+	$(SERVICES) exec --migrate -- $(PY) manage.py seed_db
 
 reset: install
 	$(SERVICES) exec -- $(PY) manage.py reset_db
 
 benchmark: install
-	$(SERVICES) exec -- $(PY) manage.py benchmark
-	$(SERVICES) exec -- $(PY) manage.py benchmark --e2e
+	$(CHECK_SERVICES) --migrate -- $(PY) manage.py benchmark
+	$(CHECK_SERVICES) --migrate -- $(PY) manage.py benchmark --e2e
 
 screenshots: install browser
-	$(SERVICES) exec -- $(PY) -m tests.console.screenshots
+	$(CHECK_SERVICES) --migrate -- $(PY) -m tests.console.screenshots
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache
