@@ -83,6 +83,7 @@ class JobScheduler(abc.ABC):
     """
 
     name: str
+    __slots__ = ()
 
     @abc.abstractmethod
     def insert(self, entry: ScheduledJob) -> None: ...

@@ -1,4 +1,4 @@
-"""A binary min-heap in a flat list, with lazy deletion."""
+"""A binary min-heap in a flat list, with lazy deletion and deferred sifting."""
 
 from __future__ import annotations
 
@@ -14,32 +14,41 @@ _MIN_REBUILD_SIZE = 64
 class MinHeapScheduler(JobScheduler):
     """`heapq` over the entries' precomputed key tuples, plus a dict id -> live entry.
 
-    The heap holds only the key tuples the entries already carry, so insert and pop allocate
-    nothing. `remove` and a replacing `insert` only forget the entry in the dict: its key stays
-    in the heap as a stale slot, recognised when it surfaces because the live entry for that id
-    no longer owns that very tuple (an identity check, so a re-inserted equal entry is never
-    confused with its removed twin). As in asyncio's timer heap, stale slots are dropped when
-    they reach the head and the heap is rebuilt once they are more than half of it.
+    The heap holds only the key tuples the entries already carry, so no operation allocates.
+
+    Lazy deletion: `remove` and a replacing `insert` only forget the entry in the dict. Its key
+    stays in the heap as a stale slot, recognised when it surfaces because the live entry for
+    that id no longer owns that very tuple (an identity check, so a re-inserted equal entry is
+    never confused with its removed twin). As in asyncio's timer heap, stale slots are dropped
+    when they reach the head and the heap is rebuilt once they are more than half of it.
+
+    Deferred sifting: `insert` appends the key to an arrivals list and the next `pop` or `peek`
+    merges them, with one O(n) `heapify` when they are many (a feeder loading a batch) and a
+    `heappush` each when they are few. The order seen from outside is the same; a batch of n
+    costs O(n) instead of O(n log n) worst case.
     """
 
     name = "heap"
-    __slots__ = ("_heap", "_live")
+    __slots__ = ("_arrivals", "_heap", "_live")
 
     def __init__(self) -> None:
         self._heap: list[SortKey] = []
+        self._arrivals: list[SortKey] = []
         self._live: dict[int, ScheduledJob] = {}
 
     def insert(self, entry: ScheduledJob) -> None:
         key = entry.key
         held = self._live.setdefault(key[2], entry)
-        if held is not entry:
-            if held.key == key:
-                return
+        if held is entry:
+            self._arrivals.append(key)
+        elif held != entry:
             self._live[key[2]] = entry
+            self._arrivals.append(key)
             self._compact()
-        heappush(self._heap, key)
 
     def pop(self) -> ScheduledJob:
+        if self._arrivals:
+            self._merge()
         heap = self._heap
         live = self._live
         while heap:
@@ -52,6 +61,8 @@ class MinHeapScheduler(JobScheduler):
         raise IndexError("pop from an empty scheduler")
 
     def peek(self) -> ScheduledJob | None:
+        if self._arrivals:
+            self._merge()
         heap = self._heap
         live = self._live
         while heap:
@@ -68,11 +79,26 @@ class MinHeapScheduler(JobScheduler):
         self._compact()
         return True
 
+    def _merge(self) -> None:
+        heap = self._heap
+        arrivals = self._arrivals
+        # heapify costs about 2 comparisons per slot of the whole heap; a push about 2 for a
+        # random key, log n at worst: re-heapify once the arrivals are a sizeable share.
+        if len(arrivals) * 4 > len(heap):
+            heap.extend(arrivals)
+            heapify(heap)
+        else:
+            for key in arrivals:
+                heappush(heap, key)
+        arrivals.clear()
+
     def _compact(self) -> None:
         live = self._live
-        if len(self._heap) > _MIN_REBUILD_SIZE and len(self._heap) > 2 * len(live):
+        slots = len(self._heap) + len(self._arrivals)
+        if slots > _MIN_REBUILD_SIZE and slots > 2 * len(live):
             self._heap = [entry.key for entry in live.values()]
             heapify(self._heap)
+            self._arrivals.clear()
 
     def __len__(self) -> int:
         return len(self._live)

@@ -57,7 +57,7 @@ class SkipListScheduler(JobScheduler):
         key = entry.key
         held = self._index.get(key[2])
         if held is not None:
-            if held.key == key:
+            if held.entry == entry:
                 return
             self._unlink(held)
         update = self._predecessors(key)
