@@ -1,10 +1,14 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
+
+from jobs.api.errors import not_found_view
 
 urlpatterns = [
     path("api/", include("jobs.live.urls")),
     path("api/v1/", include("jobs.api.urls")),
+    # Unknown routes under /api/ answer with the error envelope, even when DEBUG is on.
+    re_path(r"^api/", not_found_view),
     path("api-docs.json", SpectacularJSONAPIView.as_view(), name="openapi-schema"),
     path("api-docs", SpectacularSwaggerView.as_view(url_name="openapi-schema"), name="api-docs"),
     path("admin/", admin.site.urls),

@@ -1,20 +1,137 @@
-"""Placeholder until the API lands: the error envelope of api.md lives here."""
+"""The one error shape of the API: `{"error": {"code", "message", "details"}}`.
 
+DRF exceptions, the domain errors of `jobs.state`, Django's 404 and oversized bodies all
+become this envelope here. Anything else is a 500 `internal_error` whose body says nothing
+about the cause; the traceback goes to the log, tagged with the request id. That holds with
+DEBUG on too, so no client ever sees a stack trace or SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
 from typing import Any
 
-from django.http import HttpRequest, JsonResponse
-from rest_framework.views import exception_handler as drf_exception_handler
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from jobs.state import InvalidStateError, JobNotFound, JobValidationError
+
+logger = logging.getLogger("jobs.api")
+
+NOT_FOUND_MESSAGE = "Not found."
+INTERNAL_ERROR_MESSAGE = "Internal error. The server log has the details under this request id."
+
+# The `code` of every error the API answers with (also the enum of the OpenAPI schema).
+ERROR_CODES = (
+    "validation_error",
+    "malformed_json",
+    "not_authenticated",
+    "permission_denied",
+    "not_found",
+    "method_not_allowed",
+    "not_acceptable",
+    "invalid_state",
+    "payload_too_large",
+    "unsupported_media_type",
+    "rate_limited",
+    "internal_error",
+    "service_unavailable",
+)
 
 
-def exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
-    return drf_exception_handler(exc, context)
+class MalformedJSON(exceptions.ParseError):
+    default_detail = "The request body is not valid JSON."
+    default_code = "malformed_json"
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"The request body is over the limit of {limit} bytes.")
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _validation_details(detail: Any) -> dict[str, Any]:
+    if isinstance(detail, dict):
+        return detail
+    return {"non_field_errors": detail if isinstance(detail, list) else [detail]}
+
+
+def _validation_message(details: dict[str, Any]) -> str:
+    return f"Invalid input: {', '.join(map(str, details))}." if details else "Invalid input."
+
+
+def _envelope_of(exc: Exception) -> tuple[int, str, str, Any] | None:
+    """(status, code, message, details) for every exception the API knows how to answer."""
+    if isinstance(exc, JobValidationError):
+        return 400, "validation_error", _validation_message(exc.details), exc.details
+    if isinstance(exc, JobNotFound):
+        return 404, "not_found", str(exc), {}
+    if isinstance(exc, InvalidStateError):
+        return 409, "invalid_state", str(exc), {"status": exc.status}
+    if isinstance(exc, RequestDataTooBig):
+        return 413, "payload_too_large", PayloadTooLarge.default_detail, {}
+    if isinstance(exc, Http404):
+        return 404, "not_found", NOT_FOUND_MESSAGE, {}
+    if isinstance(exc, DjangoPermissionDenied):
+        return 403, "permission_denied", str(exc) or "Permission denied.", {}
+    if isinstance(exc, exceptions.ValidationError):
+        details = _validation_details(exc.detail)
+        return 400, "validation_error", _validation_message(details), details
+    if isinstance(exc, exceptions.ParseError):
+        return 400, "malformed_json", str(exc.detail), {}
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        return 401, "not_authenticated", str(exc.detail), {}
+    if isinstance(exc, exceptions.Throttled):
+        return 429, "rate_limited", "Too many requests. Retry after the Retry-After seconds.", {}
+    if isinstance(exc, exceptions.APIException):
+        return exc.status_code, str(exc.default_code), str(exc.detail), {}
+    return None
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's EXCEPTION_HANDLER: every exception of a DRF view becomes the envelope."""
+    envelope = _envelope_of(exc)
+    if envelope is None:
+        request = context.get("request")
+        logger.exception(
+            "unhandled error in %s %s",
+            getattr(request, "method", "?"),
+            getattr(request, "path", "?"),
+        )
+        envelope = 500, "internal_error", INTERNAL_ERROR_MESSAGE, {}
+    status_code, code, message, details = envelope
+    headers: dict[str, str] = {}
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = str(exc.auth_header)  # type: ignore[attr-defined]
+    wait = getattr(exc, "wait", None) if isinstance(exc, exceptions.Throttled) else None
+    if wait is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(wait)))
+    set_rollback()
+    return Response(error_body(code, message, details), status=status_code, headers=headers)
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse({"error": {"code": "not_found", "message": "Not found."}}, status=404)
+    """handler404, and the catch-all of unknown routes under /api/ (so even with DEBUG on)."""
+    return JsonResponse(
+        error_body("not_found", f"No route {request.method} {request.path}."), status=404
+    )
 
 
 def server_error_view(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(
-        {"error": {"code": "internal_error", "message": "Internal error."}}, status=500
-    )
+    return JsonResponse(error_body("internal_error", INTERNAL_ERROR_MESSAGE), status=500)
+
+
+def payload_too_large_response() -> JsonResponse:
+    return JsonResponse(error_body("payload_too_large", PayloadTooLarge.default_detail), status=413)

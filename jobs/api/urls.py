@@ -1,3 +1,22 @@
-from django.urls import URLPattern
+"""Routes under /api/v1, no trailing slashes. The fixed `jobs/...` paths come before
+`jobs/<job_id>` so that `stats`, `dlq` and `empty-dlq` are never taken for an id."""
 
-urlpatterns: list[URLPattern] = []
+from django.urls import URLPattern, URLResolver, include, path
+
+from . import views
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.ApiRootView.as_view(), name="api-root"),
+    path("health", views.HealthView.as_view(), name="api-health"),
+    path("jobs", views.JobListView.as_view(), name="api-jobs"),
+    path("jobs/stats", views.JobStatsView.as_view(), name="api-job-stats"),
+    path("jobs/dlq", views.DlqListView.as_view(), name="api-job-dlq"),
+    path("jobs/empty-dlq", views.EmptyDlqView.as_view(), name="api-job-empty-dlq"),
+    path("jobs/<str:job_id>", views.JobDetailView.as_view(), name="api-job-detail"),
+    path("jobs/<str:job_id>/attempts", views.JobAttemptsView.as_view(), name="api-job-attempts"),
+    path("jobs/<str:job_id>/cancel", views.JobCancelView.as_view(), name="api-job-cancel"),
+    path("jobs/<str:job_id>/retry", views.JobRetryView.as_view(), name="api-job-retry"),
+    path("jobs/<str:job_id>/purge", views.JobPurgeView.as_view(), name="api-job-purge"),
+    # The browsable API's log-in link; console users are signed in already.
+    path("auth/", include("rest_framework.urls")),
+]

@@ -1,0 +1,147 @@
+"""Request parsing and the shapes of the OpenAPI schema.
+
+`JobCreateSerializer` only parses types and refuses unknown fields; the domain rules
+(registered type, payload schema, priority range, future `scheduled_at`, existing
+`depends_on`) belong to `jobs.state.enqueue`. The read-only serializers below describe the
+objects that `jobs.representation` and `jobs.stats` build, for the schema only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from jobs.filters import TIME_FORMAT_MESSAGE, parse_instant
+from jobs.models import AttemptStatus, JobStatus, RecurInterval
+
+from .errors import ERROR_CODES
+
+INSTANT_SCHEMA = {
+    "oneOf": [
+        {"type": "integer", "description": "Unix milliseconds"},
+        {"type": "string", "format": "date-time", "description": "ISO 8601"},
+    ]
+}
+
+
+@extend_schema_field(INSTANT_SCHEMA)
+class InstantField(serializers.Field):
+    default_error_messages = {"invalid": TIME_FORMAT_MESSAGE}
+
+    def to_internal_value(self, data: Any) -> datetime:
+        parsed = parse_instant(data)
+        if parsed is None:
+            self.fail("invalid")
+        return parsed
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class PayloadField(serializers.JSONField):
+    """Any JSON here; that it is an object fitting the handler's schema is a domain rule."""
+
+
+class JobCreateSerializer(serializers.Serializer):
+    type = serializers.CharField(max_length=100, help_text="A registered job type.")
+    payload = PayloadField(help_text="Validated by the handler's own payload schema.")
+    priority = serializers.IntegerField(help_text="1 = high, 2 = normal, 3 = low.")
+    scheduled_at = InstantField(
+        required=False, allow_null=True, help_text="In the future; absent means due now."
+    )
+    recur_interval = serializers.ChoiceField(
+        choices=RecurInterval.choices, required=False, allow_null=True
+    )
+    depends_on = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        help_text="An existing job; this one waits until that one is completed.",
+    )
+    max_retries = serializers.IntegerField(required=False, allow_null=True, help_text="1..10.")
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {
+                        name: [f"Unknown field. Allowed: {', '.join(self.fields)}."]
+                        for name in unknown
+                    }
+                )
+        return super().to_internal_value(data)
+
+
+class JobSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    type = serializers.CharField()
+    payload = PayloadField()
+    priority = serializers.IntegerField(min_value=1, max_value=3)
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    attempt_count = serializers.IntegerField()
+    max_retries = serializers.IntegerField()
+    scheduled_at = serializers.DateTimeField()
+    recur_interval = serializers.ChoiceField(choices=RecurInterval.choices, allow_null=True)
+    depends_on = serializers.UUIDField(allow_null=True)
+    in_dlq = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    completed_at = serializers.DateTimeField(allow_null=True)
+    cancelled_at = serializers.DateTimeField(allow_null=True)
+    next_retry_at = serializers.DateTimeField(allow_null=True)
+    last_error = serializers.CharField(allow_null=True)
+    result = serializers.JSONField(allow_null=True)
+    worker_id = serializers.UUIDField(allow_null=True)
+
+
+class JobPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = JobSerializer(many=True)
+
+
+class AttemptSerializer(serializers.Serializer):
+    attempt_number = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AttemptStatus.choices)
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    error_type = serializers.CharField(allow_null=True)
+    error_message = serializers.CharField(allow_null=True)
+    stack_trace = serializers.CharField(allow_null=True)
+    worker_id = serializers.UUIDField(allow_null=True)
+
+
+class StatsSerializer(serializers.Serializer):
+    pending = serializers.IntegerField()
+    processing = serializers.IntegerField()
+    completed = serializers.IntegerField()
+    failed = serializers.IntegerField(help_text="Only jobs waiting for a retry.")
+    dlq = serializers.IntegerField(help_text="Jobs in the dead-letter queue.")
+    cancelled = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+class PurgedSerializer(serializers.Serializer):
+    purged = serializers.IntegerField()
+
+
+class HealthSerializer(serializers.Serializer):
+    database = serializers.CharField(help_text="`ok`, or why it is unreachable.")
+    redis = serializers.CharField(help_text="`ok`, or why it is unreachable.")
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.ChoiceField(choices=ERROR_CODES)
+    message = serializers.CharField()
+    details = serializers.DictField(
+        help_text="Field name -> messages for validation_error; {status} for invalid_state."
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()

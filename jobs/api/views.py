@@ -1,0 +1,294 @@
+"""The job routes of api.md. Each view parses, calls `jobs.state` or a selector, renders.
+
+Domain errors (`JobValidationError`, `JobNotFound`, `InvalidStateError`) are not caught
+here: `jobs.api.errors.exception_handler` turns them into the envelope.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import DatabaseError, connection
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+from jobs import state
+from jobs.representation import represent_job
+from jobs.selectors import job_attempts, job_list
+from jobs.stats import current_stats
+
+from .auth import BearerTokenAuthentication
+from .errors import PayloadTooLarge, error_body
+from .pagination import paginate
+from .parsers import JSONBodyParser
+from .schema import (
+    JOB_ID_PARAMETER,
+    READ_ERRORS,
+    WRITE_ERRORS,
+    error_responses,
+    list_parameters,
+)
+from .serializers import (
+    AttemptSerializer,
+    HealthSerializer,
+    JobCreateSerializer,
+    JobPageSerializer,
+    JobSerializer,
+    PurgedSerializer,
+    StatsSerializer,
+)
+
+JOBS_TAG = ["jobs"]
+
+
+def parse_job_id(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise state.JobValidationError({"id": [f"{raw!r} is not a valid UUID."]}) from None
+
+
+class ApiView(APIView):
+    """Bearer tokens for clients, the session for the console and the browsable API (whose
+    writes then need the CSRF token). Refuses a declared oversized body before
+    authentication or parsing spend anything."""
+
+    authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
+    parser_classes = [JSONBodyParser]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        declared = request.META.get("CONTENT_LENGTH") or "0"
+        if declared.isdigit() and int(declared) > settings.API_MAX_BODY_BYTES:
+            raise PayloadTooLarge(settings.API_MAX_BODY_BYTES)
+        super().initial(request, *args, **kwargs)
+
+
+class JobListView(ApiView):
+    @extend_schema(
+        operation_id="jobs_list",
+        tags=JOBS_TAG,
+        summary="List jobs",
+        description="Filters combine with AND. Time bounds are half-open: `<name>_after` "
+        "includes its instant, `<name>_before` excludes it. Unknown parameters are a 400.",
+        parameters=list_parameters(),
+        responses={200: JobPageSerializer, **error_responses(400, 404, *READ_ERRORS)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(paginate(job_list(request.query_params), request, represent_job))
+
+    @extend_schema(
+        operation_id="jobs_create",
+        tags=JOBS_TAG,
+        summary="Submit a job",
+        request=JobCreateSerializer,
+        responses={201: JobSerializer, **error_responses(400, 415, *WRITE_ERRORS)},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = JobCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        job = state.enqueue(**serializer.validated_data)
+        location = reverse("api-job-detail", kwargs={"job_id": job["id"]}, request=request)
+        return Response(job, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+
+class JobStatsView(ApiView):
+    @extend_schema(
+        operation_id="jobs_stats",
+        tags=JOBS_TAG,
+        summary="Count jobs by state",
+        responses={200: StatsSerializer, **error_responses(*READ_ERRORS)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(current_stats())
+
+
+class DlqListView(ApiView):
+    @extend_schema(
+        operation_id="jobs_dlq_list",
+        tags=JOBS_TAG,
+        summary="List the dead-letter queue",
+        description="The same filters, ordering and pagination as `GET /jobs`.",
+        parameters=list_parameters(),
+        responses={200: JobPageSerializer, **error_responses(400, 404, *READ_ERRORS)},
+    )
+    def get(self, request: Request) -> Response:
+        jobs = job_list(request.query_params, dlq_only=True)
+        return Response(paginate(jobs, request, represent_job))
+
+
+class EmptyDlqView(ApiView):
+    @extend_schema(
+        operation_id="jobs_empty_dlq",
+        tags=JOBS_TAG,
+        summary="Purge every job in the dead-letter queue",
+        description="Jobs waiting on a purged job are cancelled.",
+        request=None,
+        responses={200: PurgedSerializer, **error_responses(*WRITE_ERRORS)},
+    )
+    def delete(self, request: Request) -> Response:
+        return Response({"purged": state.empty_dlq()})
+
+
+class JobDetailView(ApiView):
+    @extend_schema(
+        operation_id="jobs_retrieve",
+        tags=JOBS_TAG,
+        summary="Get a job",
+        parameters=[JOB_ID_PARAMETER],
+        responses={200: JobSerializer, **error_responses(400, 404, *READ_ERRORS)},
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(state.get_job(parse_job_id(job_id)))
+
+
+class JobAttemptsView(ApiView):
+    @extend_schema(
+        operation_id="jobs_attempts_list",
+        tags=JOBS_TAG,
+        summary="List a job's attempts, oldest first",
+        description="`status` is `running` while an attempt is in progress.",
+        parameters=[JOB_ID_PARAMETER],
+        responses={
+            200: AttemptSerializer(many=True),
+            **error_responses(400, 404, *READ_ERRORS),
+        },
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(job_attempts(parse_job_id(job_id)))
+
+
+class JobCancelView(ApiView):
+    @extend_schema(
+        operation_id="jobs_cancel",
+        tags=JOBS_TAG,
+        summary="Cancel a pending, running or retry-waiting job",
+        description="Jobs waiting on it are cancelled too. Any request body is ignored.",
+        parameters=[JOB_ID_PARAMETER],
+        request=None,
+        responses={200: JobSerializer, **error_responses(400, 404, 409, *WRITE_ERRORS)},
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        return Response(state.cancel(parse_job_id(job_id)))
+
+
+class JobRetryView(ApiView):
+    @extend_schema(
+        operation_id="jobs_retry",
+        tags=JOBS_TAG,
+        summary="Retry a job from the dead-letter queue",
+        description="Back to pending with attempt_count 0, due now; its attempts are kept.",
+        parameters=[JOB_ID_PARAMETER],
+        request=None,
+        responses={200: JobSerializer, **error_responses(400, 404, 409, *WRITE_ERRORS)},
+    )
+    def post(self, request: Request, job_id: str) -> Response:
+        return Response(state.retry_from_dlq(parse_job_id(job_id)))
+
+
+class JobPurgeView(ApiView):
+    @extend_schema(
+        operation_id="jobs_purge",
+        tags=JOBS_TAG,
+        summary="Delete a dead-letter job with its attempts and logs",
+        parameters=[JOB_ID_PARAMETER],
+        request=None,
+        responses={
+            204: OpenApiResponse(description="Purged."),
+            **error_responses(400, 404, 409, *WRITE_ERRORS),
+        },
+    )
+    def delete(self, request: Request, job_id: str) -> Response:
+        state.purge(parse_job_id(job_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _database_status() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        return f"unreachable: {type(exc).__name__}"
+    return "ok"
+
+
+def _redis_status() -> str:
+    client = redis.Redis.from_url(
+        settings.REDIS_URL, socket_connect_timeout=1.0, socket_timeout=1.0
+    )
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return f"unreachable: {type(exc).__name__}"
+    finally:
+        client.close()
+    return "ok"
+
+
+class HealthView(APIView):
+    """Open to anyone, never throttled: load balancers and probes call it."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    throttle_classes: list[type] = []
+
+    @extend_schema(
+        operation_id="health",
+        tags=["health"],
+        summary="Are the database and Redis reachable?",
+        auth=[],
+        responses={
+            200: HealthSerializer,
+            503: OpenApiResponse(
+                description="Something is down: the checks, plus the error envelope "
+                "(`service_unavailable`) whose details name what is down."
+            ),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        checks = {"database": _database_status(), "redis": _redis_status()}
+        down = {name: [outcome] for name, outcome in checks.items() if outcome != "ok"}
+        if not down:
+            return Response(checks)
+        message = f"Unreachable: {', '.join(down)}."
+        return Response(
+            {**checks, **error_body("service_unavailable", message, down)},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        )
+
+
+class ApiRootView(ApiView):
+    """The browsable entry point: where every route of the API lives."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request) -> Response:
+        def url(name: str) -> str:
+            return reverse(name, request=request)
+
+        job_url = url("api-jobs") + "/{id}"
+        return Response(
+            {
+                "jobs": url("api-jobs"),
+                "stats": url("api-job-stats"),
+                "dlq": url("api-job-dlq"),
+                "empty_dlq": url("api-job-empty-dlq"),
+                "job": job_url,
+                "attempts": job_url + "/attempts",
+                "cancel": job_url + "/cancel",
+                "retry": job_url + "/retry",
+                "purge": job_url + "/purge",
+                "health": url("api-health"),
+                "docs": url("api-docs"),
+                "schema": url("openapi-schema"),
+            }
+        )

@@ -1,0 +1,61 @@
+"""Read-side queries of the API: filtered job lists and attempt histories."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from django.db.models import QuerySet
+
+from .filters import JobFilter
+from .models import Job, JobAttempt
+from .representation import format_time
+from .state import JobNotFound, JobValidationError
+
+# Query parameters of list routes that are not filters.
+LIST_PARAMS = frozenset({"page", "limit", "format"})
+
+
+def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[Job]:
+    """Jobs matching the `GET /jobs` query `params`, ordered, `dependencies` prefetched.
+
+    An unknown parameter or a value that does not parse is a JobValidationError naming it:
+    a typo must not silently widen the list.
+    """
+    errors: dict[str, list[str]] = {
+        name: ["Unknown query parameter."]
+        for name in params
+        if name not in JobFilter.base_filters and name not in LIST_PARAMS
+    }
+    queryset = Job.objects.filter(in_dlq=True) if dlq_only else Job.objects.all()
+    filterset = JobFilter(params, queryset=queryset.prefetch_related("dependencies"))
+    if not filterset.is_valid():
+        errors.update({name: list(messages) for name, messages in filterset.errors.items()})
+    if errors:
+        raise JobValidationError(errors)
+    return filterset.qs
+
+
+def job_attempts(job_id: uuid.UUID) -> list[dict[str, Any]]:
+    """The attempts of a job, oldest first. Raises JobNotFound for an unknown job."""
+    attempts = list(
+        JobAttempt.objects.filter(job_id=job_id).order_by("attempt_number", "started_at")
+    )
+    if not attempts and not Job.objects.filter(id=job_id).exists():
+        raise JobNotFound(job_id)
+    return [represent_attempt(attempt) for attempt in attempts]
+
+
+def represent_attempt(attempt: JobAttempt) -> dict[str, Any]:
+    return {
+        "attempt_number": attempt.attempt_number,
+        "status": attempt.status,
+        "started_at": format_time(attempt.started_at),
+        "finished_at": format_time(attempt.finished_at),
+        "duration_ms": attempt.duration_ms,
+        "error_type": attempt.error_type,
+        "error_message": attempt.error_message,
+        "stack_trace": attempt.stack_trace,
+        "worker_id": None if attempt.worker_id is None else str(attempt.worker_id),
+    }
