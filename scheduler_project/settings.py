@@ -185,6 +185,11 @@ SCHEDULER_STATS_INTERVAL = env_float("SCHEDULER_STATS_INTERVAL", 0.5)
 # The console.
 CONSOLE_STALE_WORKER_SECONDS = env_float("CONSOLE_STALE_WORKER_SECONDS", SCHEDULER_WORKER_TIMEOUT)
 SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0)
+# Frames a stream client may fall behind before it is dropped (it reconnects fresh).
+SSE_CLIENT_QUEUE_SIZE = env_int("SSE_CLIENT_QUEUE_SIZE", 1000)
+# How long a process trusts its cached list of active webhooks (zero queries per event).
+WEBHOOK_CACHE_SECONDS = env_float("WEBHOOK_CACHE_SECONDS", 5.0)
+WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0)
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 LOGGING = {

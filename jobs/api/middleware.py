@@ -5,7 +5,10 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from contextvars import Token
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 from jobs.logging import request_id_var
@@ -19,29 +22,49 @@ class RequestIdMiddleware:
     """Tag the request, its log lines and its response with `X-Request-ID`.
 
     A client's own id is kept when it is a sane token; otherwise a new one is made.
+    Sync and async capable, so that under ASGI an async view (the SSE stream) stays on the
+    event loop and its body is streamed, not run through a thread.
     """
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    sync_capable = True
+    async_capable = True
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        token, started = self._begin(request)
+        try:
+            return self._finish(request, self.get_response(request), started)
+        finally:
+            request_id_var.reset(token)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        token, started = self._begin(request)
+        try:
+            return self._finish(request, await self.get_response(request), started)
+        finally:
+            request_id_var.reset(token)
+
+    def _begin(self, request: HttpRequest) -> tuple[Token[str | None], float]:
         offered = request.headers.get("X-Request-ID", "")
         request_id = offered if _CLIENT_ID.match(offered) else uuid.uuid4().hex
         request.request_id = request_id  # type: ignore[attr-defined]
-        token = request_id_var.set(request_id)
-        started = time.perf_counter()
-        try:
-            response = self.get_response(request)
-            response["X-Request-ID"] = request_id
-            logger.info(
-                "request",
-                extra={
-                    "method": request.method,
-                    "path": request.path,
-                    "status": response.status_code,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                },
-            )
-            return response
-        finally:
-            request_id_var.reset(token)
+        return request_id_var.set(request_id), time.perf_counter()
+
+    def _finish(self, request: HttpRequest, response: HttpResponse, started: float) -> HttpResponse:
+        response["X-Request-ID"] = request.request_id  # type: ignore[attr-defined]
+        logger.info(
+            "request",
+            extra={
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+            },
+        )
+        return response

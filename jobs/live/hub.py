@@ -1,0 +1,219 @@
+"""One Redis subscription per server process, fanned out to every connected SSE client.
+
+The hub lives in the ASGI server's event loop. The first client starts a reader task that
+subscribes to `settings.SCHEDULER_EVENTS_CHANNEL`; when the last client leaves the task is
+cancelled, so an idle server holds no subscription and no task. Each message is decoded
+and rendered as an SSE frame once, then handed to every client's bounded queue: a client
+that falls `SSE_CLIENT_QUEUE_SIZE` frames behind is dropped (and told so) rather than
+slowing the others down or growing the server's memory.
+
+When Redis goes away the reader tells every client (`stream.status` `{"redis": "down"}`),
+retries with jittered exponential backoff, and on success says `{"redis": "up"}` followed
+by a fresh `stats.updated`, since whatever happened meanwhile was not seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from typing import Any
+
+import redis.asyncio as aioredis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import DatabaseError
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from jobs.events import STATS_UPDATED
+from jobs.stats import current_stats
+
+logger = logging.getLogger(__name__)
+
+STREAM_STATUS = "stream.status"
+STREAM_DROPPED = "stream.dropped"
+
+
+def frame(event_type: str, data: Any) -> bytes:
+    """One SSE event. Compact JSON never contains a newline, so `data:` is one line."""
+    payload = json.dumps(data, separators=(",", ":"), default=str)
+    return f"event: {event_type}\ndata: {payload}\n\n".encode()
+
+
+class Client:
+    """One connected stream: a bounded queue of rendered frames; None ends the stream."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize)
+        self.dropped = False
+
+
+class EventHub:
+    RETRY_MIN_SECONDS = 0.5
+    RETRY_MAX_SECONDS = 5.0
+    # With no traffic at all for PING_SECONDS the reader pings; a connection that stays
+    # silent for 3 x PING_SECONDS is treated as lost (a half-open socket never errors).
+    PING_SECONDS = 5.0
+    READ_SECONDS = 1.0
+
+    def __init__(self, url: str, channel: str, queue_size: int) -> None:
+        self.url = url
+        self.channel = channel
+        # Room for the farewell frame and the end marker of a dropped client.
+        self.queue_size = max(queue_size, 2)
+        self.loop = asyncio.get_running_loop()
+        self.redis_up: bool | None = None
+        self._clients: set[Client] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        self._settled = asyncio.Event()
+
+    # --- clients --------------------------------------------------------------------------
+
+    def join(self) -> Client:
+        client = Client(self.queue_size)
+        self._clients.add(client)
+        if self._task is None or self._task.done():
+            self._settled = asyncio.Event()
+            self._task = self.loop.create_task(self._run(self._stopping), name="sse-hub-reader")
+        return client
+
+    def leave(self, client: Client) -> None:
+        self._clients.discard(client)
+        if not self._clients and self._task is not None:
+            # The next reader waits for this one to finish closing its connection, so the
+            # process never holds two subscriptions at once.
+            self._task.cancel()
+            self._stopping, self._task = self._task, None
+            self.redis_up = None
+
+    async def wait_settled(self, timeout: float) -> None:
+        """Wait until the reader has subscribed or failed once, so that a new client's
+        first `stats.updated` is not older than the events that follow it."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._settled.wait(), timeout)
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "clients": len(self._clients),
+            "queued_frames": sum(c.queue.qsize() for c in self._clients),
+            "reader_running": self._task is not None and not self._task.done(),
+            "stopping_reader": self._stopping is not None and not self._stopping.done(),
+            "redis": {None: "unknown", True: "up", False: "down"}[self.redis_up],
+            "asyncio_tasks": len(asyncio.all_tasks(self.loop)),
+        }
+
+    def broadcast(self, data: bytes) -> None:
+        for client in list(self._clients):
+            try:
+                client.queue.put_nowait(data)
+            except asyncio.QueueFull:
+                self._drop(client)
+
+    def _drop(self, client: Client) -> None:
+        logger.warning("SSE client dropped: %d frames behind", client.queue.qsize())
+        client.dropped = True
+        while not client.queue.empty():
+            client.queue.get_nowait()
+        client.queue.put_nowait(frame(STREAM_DROPPED, {"reason": "client_too_slow"}))
+        client.queue.put_nowait(None)
+        self.leave(client)
+
+    # --- the reader -----------------------------------------------------------------------
+
+    async def _run(self, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.wait([previous])
+        delay = self.RETRY_MIN_SECONDS
+        while True:
+            try:
+                await self._listen()
+            except Exception as exc:
+                # Anything that breaks the subscription (Redis gone, a bug in a frame) must
+                # not leave the clients waiting on a dead reader: report, wait, resubscribe.
+                if not isinstance(exc, RedisError | OSError):
+                    logger.exception("SSE hub reader failed")
+                if self.redis_up is not False:
+                    logger.warning("SSE hub lost Redis, retrying: %s", exc)
+                    self.redis_up = False
+                    self.broadcast(frame(STREAM_STATUS, {"redis": "down"}))
+                    delay = self.RETRY_MIN_SECONDS
+                else:
+                    delay = min(delay * 2, self.RETRY_MAX_SECONDS)
+                self._settled.set()
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))  # noqa: S311 - jitter
+
+    async def _listen(self) -> None:
+        client = aioredis.Redis.from_url(
+            self.url, socket_connect_timeout=1.0, retry=Retry(NoBackoff(), 0)
+        )
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(self.channel)
+            recovered = self.redis_up is False
+            self.redis_up = True
+            self._settled.set()
+            if recovered:
+                logger.info("SSE hub resubscribed to Redis")
+                self.broadcast(frame(STREAM_STATUS, {"redis": "up"}))
+                await self._broadcast_stats()
+            await self._read(pubsub)
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()
+            with contextlib.suppress(RedisError, OSError):
+                await client.aclose()
+
+    async def _read(self, pubsub: aioredis.client.PubSub) -> None:
+        last_seen = last_ping = self.loop.time()
+        while True:
+            message = await pubsub.get_message(timeout=self.READ_SECONDS)
+            now = self.loop.time()
+            if message is None:
+                if now - last_seen > 3 * self.PING_SECONDS:
+                    raise ConnectionError("Redis stopped answering pings")
+                if now - last_ping > self.PING_SECONDS:
+                    await pubsub.ping()
+                    last_ping = now
+                continue
+            last_seen = now
+            if message["type"] == "message":
+                self._on_message(message["data"])
+
+    def _on_message(self, raw: bytes) -> None:
+        try:
+            event = json.loads(raw)
+            event_type, data = event["type"], event["data"]
+        except (ValueError, KeyError, TypeError):
+            logger.warning("SSE hub ignored a malformed event: %.200r", raw)
+            return
+        if not isinstance(event_type, str) or "\n" in event_type or "\r" in event_type:
+            logger.warning("SSE hub ignored an event with a bad type: %.200r", raw)
+            return
+        self.broadcast(frame(event_type, data))
+
+    async def _broadcast_stats(self) -> None:
+        try:
+            stats = await sync_to_async(current_stats)()
+        except DatabaseError as exc:
+            logger.warning("SSE hub could not read stats after reconnecting: %s", exc)
+            return
+        self.broadcast(frame(STATS_UPDATED, stats))
+
+
+_hub: EventHub | None = None
+
+
+def get_hub() -> EventHub:
+    """The hub of this process's running event loop (a new loop gets a new hub)."""
+    global _hub
+    loop = asyncio.get_running_loop()
+    if _hub is None or _hub.loop is not loop:
+        _hub = EventHub(
+            settings.REDIS_URL, settings.SCHEDULER_EVENTS_CHANNEL, settings.SSE_CLIENT_QUEUE_SIZE
+        )
+    return _hub

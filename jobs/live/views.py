@@ -1,0 +1,129 @@
+"""`GET /api/jobs/stream`: the live events of api.md as Server-Sent Events.
+
+Wire format (UTF-8, `text/event-stream`):
+
+    retry: 3000                       once, first: how long EventSource waits to reconnect
+
+    event: stats.updated              once, right after, always
+    data: {"pending": 3, ...}
+
+    event: job.completed              every event of the Redis channel, in channel order
+    data: {"id": "...", ...}
+
+    : keep-alive                      every SSE_KEEPALIVE_SECONDS, whatever else is sent
+
+    event: stream.status              Redis lost ({"redis": "down"}) or back ({"redis": "up"},
+    data: {"redis": "down"}           then a fresh stats.updated); also right after the first
+                                      stats.updated when a client connects while Redis is down
+    event: stream.dropped             the client fell too far behind; the server closes the
+    data: {"reason": "client_too_slow"}  stream, and a reconnect starts fresh
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from rest_framework.exceptions import AuthenticationFailed
+
+from jobs.api.auth import BearerTokenAuthentication
+from jobs.events import STATS_UPDATED
+from jobs.stats import current_stats
+
+from .hub import STREAM_STATUS, EventHub, frame, get_hub
+
+RETRY_MILLISECONDS = 3000
+KEEPALIVE = b": keep-alive\n\n"
+# How long a new client waits for the hub's subscription before its first stats.updated.
+SUBSCRIBE_WAIT_SECONDS = 2.0
+# Frames sent in one write when a client has a backlog.
+MAX_BATCH = 500
+
+
+def _authenticate(request: HttpRequest) -> tuple[Any, str]:
+    """The user behind a bearer token or the console session, or (None, why not)."""
+    try:
+        found = BearerTokenAuthentication().authenticate(request)  # type: ignore[arg-type]
+    except AuthenticationFailed as exc:
+        return None, str(exc.detail)
+    if found is not None:
+        return found[0], ""
+    user = request.user
+    if user.is_authenticated:
+        return user, ""
+    return None, "Authentication credentials were not provided."
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+async def job_stream(request: HttpRequest) -> HttpResponseBase:
+    response: HttpResponseBase
+    if request.method != "GET":
+        response = _error(405, "method_not_allowed", f'Method "{request.method}" not allowed.')
+        response["Allow"] = "GET"
+        return response
+    user, reason = await sync_to_async(_authenticate)(request)
+    if user is None:
+        response = _error(401, "not_authenticated", reason)
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+    response = StreamingHttpResponse(_events(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    # Tell nginx-style proxies not to buffer the stream.
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def _events() -> AsyncIterator[bytes]:
+    hub = get_hub()
+    # Joining inside the generator ties the subscription to the body actually being sent:
+    # Django closes (or cancels) this generator when the client goes away.
+    client = hub.join()
+    try:
+        await hub.wait_settled(SUBSCRIBE_WAIT_SECONDS)
+        stats = await sync_to_async(current_stats)()
+        first = f"retry: {RETRY_MILLISECONDS}\n\n".encode() + frame(STATS_UPDATED, stats)
+        if hub.redis_up is False:
+            first += frame(STREAM_STATUS, {"redis": "down"})
+        yield first
+        async for chunk in _follow(hub, client.queue):
+            yield chunk
+    finally:
+        hub.leave(client)
+
+
+async def _follow(hub: EventHub, queue: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:
+    interval = settings.SSE_KEEPALIVE_SECONDS
+    next_keepalive = hub.loop.time() + interval
+    while True:
+        try:
+            item = await asyncio.wait_for(queue.get(), max(next_keepalive - hub.loop.time(), 0))
+        except TimeoutError:
+            yield KEEPALIVE
+            next_keepalive = hub.loop.time() + interval
+            continue
+        batch: list[bytes] = []
+        while item is not None:
+            batch.append(item)
+            if queue.empty() or len(batch) >= MAX_BATCH:
+                break
+            item = queue.get_nowait()
+        if batch:
+            yield b"".join(batch)
+        if item is None:
+            return
+
+
+async def stream_status(request: HttpRequest) -> HttpResponse:
+    """This process's hub: connected clients, its reader, Redis as last seen."""
+    user, reason = await sync_to_async(_authenticate)(request)
+    if user is None:
+        return _error(401, "not_authenticated", reason)
+    return JsonResponse(get_hub().counts())

@@ -1,0 +1,516 @@
+"""The SSE stream, served by a real daphne process against the test database.
+
+Events are produced the way production produces them: transitions of `jobs.state` in this
+process publish on Redis after commit, and the server's hub fans them out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client as DjangoClient
+from django.utils import timezone
+
+from jobs import state
+from jobs.api.auth import issue_token
+from jobs.events import RedisEventBus, get_event_bus
+from jobs.live.hub import EventHub
+from jobs.models import Job, Worker
+from jobs.stats import current_stats
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+DAPHNE = str(Path(sys.executable).with_name("daphne"))
+JOB_EVENTS = {
+    "job.created",
+    "job.started",
+    "job.completed",
+    "job.failed",
+    "job.cancelled",
+    "job.retry_scheduled",
+    "job.dlq_entry",
+}
+
+
+# --- a real server and a real client ----------------------------------------------------------
+
+
+class Server:
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.process = subprocess.Popen(
+            [DAPHNE, "-e", "tcp:0:interface=127.0.0.1", "scheduler_project.asgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.port = self._wait_for_port()
+
+    def _wait_for_port(self) -> int:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = re.search(r"Listening on TCP address 127\.0\.0\.1:(\d+)", self.log())
+            if found:
+                return int(found.group(1))
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.stop()
+        raise AssertionError(f"daphne did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def get_json(self, path: str, token: str) -> tuple[int, dict[str, Any]]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+            response = conn.getresponse()
+            return response.status, json.loads(response.read())
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+class SseClient:
+    """Reads the stream block by block; remembers every block with its arrival time."""
+
+    def __init__(
+        self, port: int, path: str = "/api/jobs/stream", headers: dict[str, str] | None = None
+    ) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        self.conn.request("GET", path, headers=headers or {})
+        self.response = self.conn.getresponse()
+        self.blocks: list[dict[str, Any]] = []
+
+    def read_block(self, timeout: float = 10.0) -> dict[str, Any]:
+        assert self.conn.sock is not None
+        self.conn.sock.settimeout(timeout)
+        block: dict[str, Any] = {"comments": [], "event": None, "data": None}
+        while True:
+            line = self.response.readline()
+            if not line:
+                raise AssertionError("the server closed the stream")
+            text = line.decode().rstrip("\n")
+            if text == "":
+                if block["comments"] or block["event"] or block["data"] or "retry" in block:
+                    block["at"] = time.monotonic()
+                    self.blocks.append(block)
+                    return block
+                continue
+            name, _, value = text.partition(":")
+            value = value.removeprefix(" ")
+            if name == "":
+                block["comments"].append(value)
+            elif name == "data":
+                block["data"] = json.loads(value)
+            else:
+                block[name] = value
+
+    def next_event(self, timeout: float = 10.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            block = self.read_block(max(deadline - time.monotonic(), 0.01))
+            if block["event"] is not None:
+                return block
+
+    def events_until(
+        self, done: Callable[[list[dict[str, Any]]], bool], timeout: float = 10.0
+    ) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        seen: list[dict[str, Any]] = []
+        while not done(seen):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"stream gave only {[e['event'] for e in seen]}")
+            seen.append(self.next_event(remaining))
+        return seen
+
+    def close(self) -> None:
+        self.response.close()
+        self.conn.close()
+
+
+@pytest.fixture
+def start_server(subprocess_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    servers: list[Server] = []
+
+    def start(**extra_env: str) -> Server:
+        server = Server({**subprocess_env, **extra_env}, tmp_path / f"daphne-{len(servers)}.log")
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def token() -> str:
+    user = get_user_model().objects.create_user(username="sse-reader", password="pw-sse-reader")
+    return issue_token(user)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def new_worker() -> uuid.UUID:
+    now = timezone.now()
+    return Worker.objects.create(hostname="test", pid=1, started_at=now, heartbeat_at=now).id
+
+
+def last_is(event_type: str) -> Callable[[list[dict[str, Any]]], bool]:
+    return lambda seen: bool(seen) and seen[-1]["event"] == event_type
+
+
+def job_events_for(events: list[dict[str, Any]], job_id: str) -> list[str]:
+    return [e["event"] for e in events if e["event"] in JOB_EVENTS and e["data"]["id"] == job_id]
+
+
+# --- authentication ----------------------------------------------------------------------------
+
+
+def test_the_stream_refuses_anonymous_and_bad_tokens(start_server: Callable[..., Server]) -> None:
+    server = start_server()
+    for path in ["/api/jobs/stream", "/api/v1/jobs/stream", "/api/jobs/stream/status"]:
+        for headers in [
+            {},
+            {"Authorization": "Bearer jsk_not-a-token"},
+            {"Authorization": "Basic x"},
+        ]:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            body = json.loads(response.read())
+            conn.close()
+
+            assert response.status == 401, (path, headers)
+            assert response.getheader("Content-Type") == "application/json"
+            assert body["error"]["code"] == "not_authenticated"
+            assert body["error"]["message"]
+            assert response.getheader("X-Request-ID")
+
+
+def test_a_console_session_may_read_the_v1_stream(start_server: Callable[..., Server]) -> None:
+    get_user_model().objects.create_user(username="console-user", password="pw-console-user")
+    browser = DjangoClient()
+    assert browser.login(username="console-user", password="pw-console-user")
+    cookie = f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
+    server = start_server()
+
+    stream = SseClient(server.port, "/api/v1/jobs/stream", {"Cookie": cookie})
+    try:
+        assert stream.response.status == 200
+        assert stream.next_event()["event"] == "stats.updated"
+    finally:
+        stream.close()
+
+
+# --- what the stream says ---------------------------------------------------------------------
+
+
+def test_stats_first_then_every_event_type_in_order_with_the_job_object(
+    start_server: Callable[..., Server], token: str
+) -> None:
+    state.enqueue("noop", {}, priority=3)  # so the first stats are not all zero
+    server = start_server()
+    stream = SseClient(server.port, headers={**bearer(token), "X-Request-ID": "sse-test-1"})
+    try:
+        assert stream.response.status == 200
+        assert stream.response.getheader("Content-Type") == "text/event-stream"
+        assert stream.response.getheader("Cache-Control") == "no-cache"
+        assert stream.response.getheader("X-Request-ID") == "sse-test-1"
+        first = stream.next_event()
+        assert first["event"] == "stats.updated"
+        assert first["data"] == current_stats()
+        assert first["data"]["pending"] == 1
+        assert stream.blocks[0].get("retry") == "3000"
+
+        worker_id = new_worker()
+        done = state.enqueue("noop", {"n": 1}, priority=1)
+        claimed = state.claim(worker_id, 1, [uuid.UUID(done["id"])])
+        (completed,) = state.complete(
+            [state.Success(claimed[0].id, claimed[0].attempt_id, {"ok": 1}, timezone.now())],
+            worker_id,
+        ).completed
+        doomed = state.enqueue("noop", {"n": 2}, priority=1, max_retries=1)
+        (attempt,) = state.claim(worker_id, 1, [uuid.UUID(doomed["id"])])
+        in_dlq = state.fail(
+            attempt.id,
+            attempt.attempt_id,
+            error_type="RuntimeError",
+            error_message="boom",
+            stack_trace=None,
+            retry_delay=timedelta(seconds=1),
+        )
+        assert in_dlq is not None and in_dlq["in_dlq"]
+        retried = state.retry_from_dlq(uuid.UUID(doomed["id"]))
+        cancelled = state.cancel(uuid.UUID(doomed["id"]))
+
+        events = stream.events_until(
+            lambda seen: "job.cancelled" in job_events_for(seen, doomed["id"])
+        )
+    finally:
+        stream.close()
+
+    assert job_events_for(events, done["id"]) == ["job.created", "job.started", "job.completed"]
+    assert job_events_for(events, doomed["id"]) == [
+        "job.created",
+        "job.started",
+        "job.failed",
+        "job.dlq_entry",
+        "job.retry_scheduled",
+        "job.cancelled",
+    ]
+    by_type = {(e["event"], e["data"].get("id")): e["data"] for e in events}
+    assert by_type[("job.created", done["id"])] == done
+    assert by_type[("job.completed", done["id"])] == completed
+    assert by_type[("job.dlq_entry", doomed["id"])] == in_dlq
+    assert by_type[("job.retry_scheduled", doomed["id"])] == retried
+    assert by_type[("job.cancelled", doomed["id"])] == cancelled
+    assert "stats.updated" in [e["event"] for e in events]
+    # The last word on the counters matches the database once everything settled.
+    last_stats = [e for e in events if e["event"] == "stats.updated"][-1]["data"]
+    assert set(last_stats) == set(current_stats())
+
+
+def test_a_keepalive_comment_at_least_every_interval_even_while_events_flow(
+    start_server: Callable[..., Server], token: str
+) -> None:
+    server = start_server(SSE_KEEPALIVE_SECONDS="1")
+    stream = SseClient(server.port, headers=bearer(token))
+    try:
+        started = stream.next_event()["at"]
+        bus = get_event_bus()
+        deadline = time.monotonic() + 3.6
+        while time.monotonic() < deadline:
+            # Steady traffic must not postpone the keep-alive.
+            bus.publish("job.created", {"id": "keepalive-probe"})
+            stream.read_block(timeout=2.0)
+    finally:
+        stream.close()
+
+    keepalives = [b["at"] for b in stream.blocks if "keep-alive" in b["comments"]]
+    assert len(keepalives) >= 3
+    gaps = [b - a for a, b in zip([started, *keepalives], keepalives, strict=False)]
+    assert max(gaps) < 1.6, gaps
+    assert any(b["event"] == "job.created" for b in stream.blocks)
+
+
+# --- one subscription per process, nothing left behind -----------------------------------------
+
+
+def numsub(url: str, channel: str) -> int:
+    client = redis.Redis.from_url(url)
+    try:
+        return int(dict(client.pubsub_numsub(channel))[channel.encode()])
+    finally:
+        client.close()
+
+
+def test_many_clients_share_one_subscription_and_cycles_leave_nothing_behind(
+    start_server: Callable[..., Server], token: str
+) -> None:
+    channel = settings.SCHEDULER_EVENTS_CHANNEL
+    server = start_server()
+    status, idle = server.get_json("/api/jobs/stream/status", token)
+    assert status == 200
+    assert idle["clients"] == 0 and not idle["reader_running"]
+    assert numsub(settings.REDIS_URL, channel) == 0
+
+    streams = [SseClient(server.port, headers=bearer(token)) for _ in range(5)]
+    try:
+        for stream in streams:
+            assert stream.next_event()["event"] == "stats.updated"
+        assert numsub(settings.REDIS_URL, channel) == 1
+        _, busy = server.get_json("/api/jobs/stream/status", token)
+        assert busy["clients"] == 5 and busy["reader_running"]
+        created = state.enqueue("noop", {"fan": "out"}, priority=2)
+        for stream in streams:
+            event = stream.events_until(last_is("job.created"))[-1]
+            assert event["data"] == created
+    finally:
+        for stream in streams:
+            stream.close()
+
+    subscriptions = set()
+    for _ in range(100):
+        stream = SseClient(server.port, headers=bearer(token))
+        assert stream.next_event()["event"] == "stats.updated"
+        subscriptions.add(numsub(settings.REDIS_URL, channel))
+        stream.close()
+    assert subscriptions <= {0, 1}
+
+    deadline = time.monotonic() + 15
+    while True:
+        _, after = server.get_json("/api/jobs/stream/status", token)
+        settled = (
+            after["clients"] == 0
+            and after["queued_frames"] == 0
+            and not after["reader_running"]
+            and not after["stopping_reader"]
+            and after["asyncio_tasks"] <= idle["asyncio_tasks"]
+            and numsub(settings.REDIS_URL, channel) == 0
+        )
+        if settled:
+            break
+        assert time.monotonic() < deadline, (after, idle)
+        time.sleep(0.2)
+
+
+def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
+    """The hub itself, in this process, on a real Redis channel of its own."""
+    channel = f"{settings.SCHEDULER_EVENTS_CHANNEL}:slow:{uuid.uuid4().hex}"
+
+    async def scenario() -> tuple[list[bytes], list[bytes], dict[str, Any]]:
+        hub = EventHub(settings.REDIS_URL, channel, queue_size=10)
+        slow, fast = hub.join(), hub.join()
+        await hub.wait_settled(5)
+        publisher = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        received: list[bytes] = []
+        for n in range(30):
+            await publisher.publish(channel, json.dumps({"type": "job.created", "data": {"n": n}}))
+            while len(received) <= n:
+                item = await asyncio.wait_for(fast.queue.get(), 5)
+                assert item is not None
+                received.append(item)
+        await publisher.aclose()
+        farewell = []
+        while (item := slow.queue.get_nowait()) is not None:
+            farewell.append(item)
+        counts = hub.counts()
+        hub.leave(fast)
+        await asyncio.sleep(0.2)
+        return received, farewell, {**counts, "after": hub.counts()}
+
+    received, farewell, counts = asyncio.run(scenario())
+
+    assert [json.loads(f.split(b"data: ")[1])["n"] for f in received] == list(range(30))
+    assert farewell == [b'event: stream.dropped\ndata: {"reason":"client_too_slow"}\n\n']
+    assert counts["clients"] == 1
+    assert counts["after"]["clients"] == 0
+    assert not counts["after"]["reader_running"] and not counts["after"]["stopping_reader"]
+
+
+# --- Redis goes away and comes back -------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    def __init__(self, tmp_path: Path) -> None:
+        self.port = free_port()
+        self.dir = tmp_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is needed for this test"
+        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        args += ["--appendonly", "no", "--dir", str(self.dir)]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis.from_url(self.url).ping()
+                return
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_the_stream_reports_redis_loss_and_recovers_with_fresh_stats(
+    start_server: Callable[..., Server],
+    token: str,
+    own_redis: RedisServer,
+    settings: Any,
+) -> None:
+    settings.REDIS_URL = own_redis.url  # this process publishes where the server listens
+    server = start_server(REDIS_URL=own_redis.url)
+    stream = SseClient(server.port, headers=bearer(token))
+    try:
+        assert stream.next_event()["event"] == "stats.updated"
+        before = state.enqueue("noop", {"phase": "before"}, priority=2)
+        assert stream.next_event()["data"] == before
+
+        own_redis.stop()
+        lost = stream.events_until(last_is("stream.status"))[-1]
+        assert lost["data"] == {"redis": "down"}
+
+        # Jobs are still accepted while Redis is away; only their live events are lost.
+        during = state.enqueue("noop", {"phase": "during"}, priority=2)
+        assert Job.objects.filter(id=during["id"]).exists()
+        # A client that connects now gets the counters and is told at once.
+        late = SseClient(server.port, headers=bearer(token))
+        try:
+            assert late.next_event()["data"] == current_stats()
+            assert late.next_event()["data"] == {"redis": "down"}
+        finally:
+            late.close()
+
+        own_redis.start()
+        back = stream.events_until(last_is("stats.updated"), timeout=20)
+        assert [e["event"] for e in back[-2:]] == ["stream.status", "stats.updated"]
+        assert back[-2]["data"] == {"redis": "up"}
+        assert back[-1]["data"] == current_stats()
+        assert back[-1]["data"]["pending"] == 2
+
+        # This process's publisher stays quiet for a moment after its failed publish.
+        time.sleep(RedisEventBus.RETRY_AFTER_SECONDS)
+        after = state.enqueue("noop", {"phase": "after"}, priority=2)
+        seen = stream.events_until(last_is("job.created"))
+        assert seen[-1]["data"] == after
+    finally:
+        stream.close()
