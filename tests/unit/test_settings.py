@@ -1,0 +1,193 @@
+"""Settings come from the environment and `.env`, and every knob is documented, with the
+default it really has, in .env.example and in README's configuration table."""
+
+from __future__ import annotations
+
+import ast
+import re
+import runpy
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler_project.services import EmbeddedPostgres
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTINGS = ROOT / "scheduler_project" / "settings.py"
+SERVICES = ROOT / "scheduler_project" / "services.py"
+ENV_FUNCTIONS = {"env_str", "env_int", "env_float", "env_bool", "env_list"}
+TRUE_WORDS = {"1", "true", "yes", "on"}
+
+
+def knobs_read_by_settings() -> dict[str, str]:
+    """Every environment variable settings.py reads, with the env_* function reading it."""
+    knobs: dict[str, str] = {}
+    for node in ast.walk(ast.parse(SETTINGS.read_text())):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        first = node.args[0]
+        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in ENV_FUNCTIONS:
+            knobs[first.value] = func.id
+        elif isinstance(func, ast.Attribute) and ast.unparse(func) in {
+            "os.environ.get",
+            "os.getenv",
+        }:
+            knobs[first.value] = "env_str"
+    return knobs
+
+
+def variables_read_by_services() -> set[str]:
+    return set(re.findall(r'(?:environ|env)\.get\(\s*"([A-Z][A-Z0-9_]*)"', SERVICES.read_text()))
+
+
+def documented_in_env_example() -> dict[str, str]:
+    pattern = re.compile(r"^#?\s*([A-Z][A-Z0-9_]*)=(.*)$")
+    documented = {}
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        if match := pattern.match(line):
+            documented[match[1]] = match[2]
+    return documented
+
+
+def readme_configuration_rows() -> dict[str, str]:
+    """`| \\`NAME\\` | \\`default\\` or (empty) | meaning |` rows of README.md."""
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if match := re.match(r"^\|\s*`([A-Z][A-Z0-9_]*)`\s*\|\s*([^|]*?)\s*\|", line):
+            default = match[2]
+            rows[match[1]] = "" if default == "(empty)" else default.strip("`")
+    return rows
+
+
+def typed(function: str, raw: str) -> Any:
+    converters: dict[str, Callable[[str], Any]] = {
+        "env_str": str,
+        "env_int": int,
+        "env_float": float,
+        "env_bool": lambda value: value.strip().lower() in TRUE_WORDS,
+        "env_list": lambda value: [item.strip() for item in value.split(",") if item.strip()],
+    }
+    return converters[function](raw)
+
+
+@pytest.fixture
+def load_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., dict[str, Any]]:
+    """Evaluate a copy of settings.py whose project root (and so `.env`) is `tmp_path`,
+    in an environment holding only the variables given."""
+    project = tmp_path / "scheduler_project"
+    project.mkdir()
+    shutil.copy(SETTINGS, project / "settings.py")
+
+    def load(dotenv: str = "", **environment: str) -> dict[str, Any]:
+        # monkeypatch restores each variable afterwards, including those .env sets.
+        for name in knobs_read_by_settings():
+            monkeypatch.delenv(name, raising=False)
+        for name, value in environment.items():
+            monkeypatch.setenv(name, value)
+        (tmp_path / ".env").write_text(dotenv)
+        return runpy.run_path(str(project / "settings.py"))
+
+    return load
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql"])
+def test_database_url_accepts_both_schemes(load_settings, scheme):
+    settings = load_settings(DATABASE_URL=f"{scheme}://sched:s%40cret@db.example:6543/jobsdb")
+    database = settings["DATABASES"]["default"]
+    assert database["ENGINE"] == "django.db.backends.postgresql"
+    assert (database["HOST"], database["PORT"], database["NAME"]) == ("db.example", 6543, "jobsdb")
+    assert (database["USER"], database["PASSWORD"]) == ("sched", "s@cret")
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "port"),
+    [
+        ("postgres://postgres@%2Fvar%2Frun%2Fpostgresql/jobsdb", "/var/run/postgresql", ""),
+        # The form tests/conftest.py hands to worker subprocesses.
+        ("postgres://postgres@%2Ftmp%2Fmy%20data%2Fpg:5432/jobsdb", "/tmp/my data/pg", 5432),
+    ],
+)
+def test_database_url_with_a_unix_socket_directory_as_host(load_settings, url, host, port):
+    database = load_settings(DATABASE_URL=url)["DATABASES"]["default"]
+    assert (database["HOST"], database["PORT"], database["NAME"]) == (host, port, "jobsdb")
+
+
+def test_the_embedded_postgres_url_points_django_at_its_socket(load_settings, tmp_path):
+    embedded = EmbeddedPostgres(tmp_path / "data" / "postgres")
+    database = load_settings(DATABASE_URL=embedded.url)["DATABASES"]["default"]
+    assert database["HOST"] == str(embedded.socket_dir)
+    assert database["NAME"] == "scheduler"
+
+
+def test_environment_overrides_defaults(load_settings):
+    settings = load_settings(
+        DEBUG="false",
+        SCHEDULER_CONCURRENCY="9",
+        SCHEDULER_BACKOFF_BASE_SECONDS="2.5",
+        ALLOWED_HOSTS="jobs.example, admin.example",
+        REDIS_URL="unix:///run/redis.sock?db=2",
+        DATABASE_TEST_NAME="test_other",
+    )
+    assert settings["DEBUG"] is False
+    assert settings["SCHEDULER_CONCURRENCY"] == 9
+    assert settings["SCHEDULER_BACKOFF_BASE_SECONDS"] == 2.5
+    assert settings["ALLOWED_HOSTS"] == ["jobs.example", "admin.example"]
+    assert settings["CACHES"]["default"]["LOCATION"] == "unix:///run/redis.sock?db=2"
+    assert settings["DATABASES"]["default"]["TEST"]["NAME"] == "test_other"
+
+
+def test_dotenv_is_read_and_the_real_environment_wins(load_settings):
+    settings = load_settings(
+        dotenv="SCHEDULER_CONCURRENCY=6\nAPI_PAGE_SIZE=30\n", API_PAGE_SIZE="40"
+    )
+    assert settings["SCHEDULER_CONCURRENCY"] == 6
+    assert settings["API_PAGE_SIZE"] == 40
+
+
+def test_every_variable_settings_reads_is_in_env_example():
+    missing = set(knobs_read_by_settings()) - set(documented_in_env_example())
+    assert not missing, f"add these to .env.example (with default and comment): {sorted(missing)}"
+
+
+def test_env_example_documents_nothing_that_is_not_read():
+    stale = (
+        set(documented_in_env_example())
+        - set(knobs_read_by_settings())
+        - variables_read_by_services()
+    )
+    assert not stale, f"nothing reads these any more: {sorted(stale)}"
+
+
+def test_env_example_shows_the_defaults_settings_really_use(load_settings):
+    knobs = knobs_read_by_settings()
+    documented = documented_in_env_example()
+    settings = load_settings()
+    database = settings["DATABASES"]["default"]
+    actual = {
+        **{name: settings[name] for name in knobs if name in settings},
+        "DATABASE_CONN_MAX_AGE": database["CONN_MAX_AGE"],
+        "DATABASE_TEST_NAME": database["TEST"]["NAME"],
+    }
+    wrong = {
+        name: (documented[name], actual[name])
+        for name, function in knobs.items()
+        if name in actual and name in documented
+        if typed(function, documented[name]) != actual[name]
+    }
+    assert not wrong, f".env.example default vs real default: {wrong}"
+
+
+def test_readme_configuration_table_matches_env_example():
+    rows = readme_configuration_rows()
+    documented = documented_in_env_example()
+    missing = set(documented) - set(rows)
+    assert not missing, f"add these to README's configuration table: {sorted(missing)}"
+    different = {name: (rows[name], documented[name]) for name in documented}
+    different = {name: pair for name, pair in different.items() if pair[0] != pair[1]}
+    assert not different, f"README default vs .env.example default: {different}"
