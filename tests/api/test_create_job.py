@@ -1,0 +1,198 @@
+"""POST /jobs: what is accepted, and each way a body is refused."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.api.errors import PayloadTooLarge
+from jobs.api.parsers import JSONBodyParser
+from jobs.models import Job
+from worker.registry import registry
+
+from .conftest import iso, ms
+from .test_job_routes import JOB_FIELDS, assert_error
+
+pytestmark = pytest.mark.django_db
+
+JOBS = "/api/v1/jobs"
+EMAIL = {"to": "user@example.com", "subject": "Hello"}
+
+
+def post(client, body, **extra):
+    return client.post(JOBS, body, format="json", **extra)
+
+
+def test_create_returns_201_the_job_and_its_location(operator_client):
+    response = post(operator_client, {"type": "send_email", "payload": EMAIL, "priority": 1})
+    assert response.status_code == 201
+    body = response.json()
+    assert set(body) == JOB_FIELDS
+    assert body["type"] == "send_email"
+    assert body["payload"] == EMAIL
+    assert (body["priority"], body["status"], body["attempt_count"]) == (1, "pending", 0)
+    assert (body["max_retries"], body["in_dlq"], body["depends_on"]) == (3, False, None)
+    assert response["Location"] == f"http://testserver{JOBS}/{body['id']}"
+    assert operator_client.get(response["Location"]).json() == body
+    assert Job.objects.filter(id=body["id"]).exists()
+
+
+def test_create_takes_every_optional_field(operator_client):
+    upstream = post(operator_client, {"type": "noop", "payload": {}, "priority": 2}).json()
+    when = (timezone.now() + timedelta(hours=1)).replace(microsecond=123000)
+    response = post(
+        operator_client,
+        {
+            "type": "noop",
+            "payload": {"k": [1, 2]},
+            "priority": 3,
+            "scheduled_at": iso(when),
+            "recur_interval": "every_5_minutes",
+            "depends_on": upstream["id"],
+            "max_retries": 7,
+        },
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["scheduled_at"] == iso(when)
+    assert body["recur_interval"] == "every_5_minutes"
+    assert body["depends_on"] == upstream["id"]
+    assert body["max_retries"] == 7
+
+
+@pytest.mark.parametrize("form", [ms, iso, lambda t: t.isoformat()])
+def test_scheduled_at_takes_unix_ms_or_iso(operator_client, form):
+    when = (timezone.now() + timedelta(days=1)).replace(microsecond=0)
+    body = {"type": "noop", "payload": {}, "priority": 2, "scheduled_at": form(when)}
+    response = post(operator_client, body)
+    assert response.status_code == 201, response.json()
+    assert response.json()["scheduled_at"] == iso(when)
+
+
+@pytest.mark.parametrize("form", [ms, iso])
+def test_scheduled_at_in_the_past_is_refused(operator_client, form):
+    past = datetime(2020, 1, 1, tzinfo=UTC)
+    body = {"type": "noop", "payload": {}, "priority": 2, "scheduled_at": form(past)}
+    error = assert_error(post(operator_client, body), 400, "validation_error")
+    assert error["details"] == {"scheduled_at": ["Must be in the future."]}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message_part"),
+    [
+        ({"type": "no_such_type"}, "type", "Registered types"),
+        ({"priority": 5}, "priority", "Must be 1, 2 or 3."),
+        ({"priority": 0}, "priority", "Must be 1, 2 or 3."),
+        ({"priority": "high"}, "priority", "valid integer"),
+        ({"priority": True}, "priority", "valid integer"),
+        ({"payload": [1, 2]}, "payload", "JSON object"),
+        ({"payload": None}, "payload", "null"),
+        ({"max_retries": 11}, "max_retries", "1 to 10"),
+        ({"max_retries": 0}, "max_retries", "1 to 10"),
+        ({"recur_interval": "every_day"}, "recur_interval", "not a valid choice"),
+        ({"scheduled_at": "tomorrow"}, "scheduled_at", "Unix milliseconds"),
+        ({"depends_on": "nope"}, "depends_on", "valid UUID"),
+    ],
+)
+def test_bad_field_is_400_naming_it(operator_client, change, field, message_part):
+    body = {"type": "noop", "payload": {}, "priority": 2, **change}
+    error = assert_error(post(operator_client, body), 400, "validation_error")
+    assert field in error["details"], error
+    assert message_part in " ".join(error["details"][field])
+    assert Job.objects.count() == 0
+
+
+def test_unknown_type_lists_the_registered_ones(operator_client):
+    body = {"type": "sendmail", "payload": {}, "priority": 2}
+    error = assert_error(post(operator_client, body), 400, "validation_error")
+    for name in registry.names():
+        assert name in error["details"]["type"][0]
+
+
+def test_payload_is_checked_against_the_handler_schema(operator_client):
+    body = {"type": "send_email", "payload": {"subject": "no recipient"}, "priority": 2}
+    error = assert_error(post(operator_client, body), 400, "validation_error")
+    assert error["details"] == {"payload.to": ["This field is required."]}
+
+
+def test_missing_required_fields_are_each_named(operator_client):
+    error = assert_error(post(operator_client, {}), 400, "validation_error")
+    assert set(error["details"]) == {"type", "payload", "priority"}
+
+
+def test_depends_on_must_exist(operator_client):
+    body = {"type": "noop", "payload": {}, "priority": 2, "depends_on": str(uuid.uuid4())}
+    error = assert_error(post(operator_client, body), 400, "validation_error")
+    assert "depends_on" in error["details"]
+
+
+def test_unknown_fields_are_refused_by_name(operator_client):
+    body = {"type": "noop", "payload": {}, "priority": 2, "priorty": 1, "retries": 3}
+    error = assert_error(post(operator_client, body), 400, "validation_error")
+    assert set(error["details"]) == {"priorty", "retries"}
+    assert "Unknown field" in error["details"]["priorty"][0]
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize("raw", [b'{"type": "noop",', b"not json", b"{'a': 1}", b'{"a": NaN}'])
+def test_malformed_json_is_400_malformed_json(operator_client, raw):
+    response = operator_client.post(JOBS, raw, content_type="application/json")
+    assert_error(response, 400, "malformed_json")
+
+
+def test_body_that_is_not_an_object_is_a_validation_error(operator_client):
+    response = operator_client.post(JOBS, b"[1, 2]", content_type="application/json")
+    assert_error(response, 400, "validation_error")
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
+def test_body_that_is_not_json_media_type_is_415(operator_client, content_type):
+    body = json.dumps({"type": "noop", "payload": {}, "priority": 2})
+    response = operator_client.post(JOBS, body, content_type=content_type)
+    assert_error(response, 415, "unsupported_media_type")
+    assert Job.objects.count() == 0
+
+
+def test_json_with_charset_is_accepted(operator_client):
+    body = json.dumps({"type": "noop", "payload": {}, "priority": 2})
+    response = operator_client.post(JOBS, body, content_type="application/json; charset=utf-8")
+    assert response.status_code == 201
+
+
+def test_body_over_the_limit_is_413(operator_client, settings):
+    big = {"type": "noop", "payload": {"blob": "x" * settings.API_MAX_BODY_BYTES}, "priority": 2}
+    error = assert_error(post(operator_client, big), 413, "payload_too_large")
+    assert str(settings.API_MAX_BODY_BYTES) in error["message"]
+    assert Job.objects.count() == 0
+
+
+def test_body_of_exactly_the_limit_is_accepted_one_more_byte_is_413(operator_client, settings):
+    settings.API_MAX_BODY_BYTES = 2048
+    template = '{"type": "noop", "payload": {"blob": "%s"}, "priority": 2}'
+    exact = (template % ("x" * (2048 - len(template % "")))).encode()
+    assert len(exact) == 2048
+    response = operator_client.post(JOBS, exact, content_type="application/json")
+    assert response.status_code == 201
+    response = operator_client.post(JOBS, exact + b" ", content_type="application/json")
+    assert_error(response, 413, "payload_too_large")
+
+
+def test_parser_stops_reading_at_the_limit_whatever_the_headers_said(settings):
+    # Chunked bodies carry no Content-Length, so the parser checks the bytes themselves.
+    settings.API_MAX_BODY_BYTES = 100
+    raw = json.dumps({"payload": {"blob": "x" * 200}}).encode()
+    with pytest.raises(PayloadTooLarge):
+        JSONBodyParser().parse(io.BytesIO(raw))
+    assert JSONBodyParser().parse(io.BytesIO(b'{"a": 1}')) == {"a": 1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_created_job_is_published_after_commit(operator_client, events):
+    body = post(operator_client, {"type": "noop", "payload": {}, "priority": 2}).json()
+    event = events.wait_for("job.created", lambda data: data["id"] == body["id"])
+    assert event["data"] == body

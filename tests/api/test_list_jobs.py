@@ -1,0 +1,244 @@
+"""GET /jobs: every filter, every ordering, pagination bounds, and a constant query count."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from jobs.filters import ORDERING_FIELDS, TIME_FIELDS
+from jobs.models import JobDependency
+
+from .conftest import T0, iso, ms
+from .test_job_routes import assert_error
+
+pytestmark = pytest.mark.django_db
+
+JOBS = "/api/v1/jobs"
+HOUR = timedelta(hours=1)
+
+
+def ids(response):
+    assert response.status_code == 200, response.content
+    return [job["id"] for job in response.json()["results"]]
+
+
+def id_set(response):
+    return set(ids(response))
+
+
+def test_default_order_is_newest_first(viewer_client, job_row):
+    jobs = [job_row(created_at=T0 + n * HOUR) for n in range(3)]
+    assert ids(viewer_client.get(JOBS)) == [str(job.id) for job in reversed(jobs)]
+
+
+def test_list_items_are_job_objects(viewer_client, job_row):
+    upstream = job_row()
+    downstream = job_row(created_at=T0 + HOUR)
+    JobDependency.objects.create(job=downstream, depends_on=upstream)
+    first = viewer_client.get(JOBS).json()["results"][0]
+    assert first["id"] == str(downstream.id)
+    assert first["depends_on"] == str(upstream.id)
+    assert first["created_at"] == iso(T0 + HOUR)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("pending", {"pending"}),
+        ("processing", {"processing"}),
+        ("completed", {"completed"}),
+        ("cancelled", {"cancelled"}),
+        ("failed", {"retrying"}),
+        ("dlq", {"dlq"}),
+    ],
+)
+def test_status_filter_tells_retrying_from_dlq(viewer_client, job_row, value, expected):
+    made = {
+        "pending": job_row(status="pending"),
+        "processing": job_row(status="processing"),
+        "completed": job_row(status="completed"),
+        "cancelled": job_row(status="cancelled"),
+        "retrying": job_row(status="failed", in_dlq=False),
+        "dlq": job_row(status="failed", in_dlq=True),
+    }
+    wanted = {str(made[name].id) for name in expected}
+    assert id_set(viewer_client.get(JOBS, {"status": value})) == wanted
+
+
+@pytest.mark.parametrize("priority", [1, 2, 3])
+def test_priority_filter(viewer_client, job_row, priority):
+    made = {p: job_row(priority=p) for p in (1, 2, 3)}
+    assert ids(viewer_client.get(JOBS, {"priority": priority})) == [str(made[priority].id)]
+
+
+def test_type_filter(viewer_client, job_row):
+    email = job_row(type="send_email")
+    job_row(type="noop")
+    assert ids(viewer_client.get(JOBS, {"type": "send_email"})) == [str(email.id)]
+    assert ids(viewer_client.get(JOBS, {"type": "unknown"})) == []
+
+
+def test_recur_interval_filter(viewer_client, job_row):
+    hourly = job_row(recur_interval="every_1_hour")
+    job_row(recur_interval="every_1_minute")
+    job_row()
+    assert ids(viewer_client.get(JOBS, {"recur_interval": "every_1_hour"})) == [str(hourly.id)]
+
+
+@pytest.mark.parametrize("name", list(TIME_FIELDS))
+@pytest.mark.parametrize("form", [ms, iso], ids=["unix_ms", "iso"])
+def test_time_range_filters(viewer_client, job_row, name, form):
+    """`<name>_after` includes its instant, `<name>_before` excludes it, in ms or ISO."""
+    field = TIME_FIELDS[name]
+    early, at, late = (job_row(**{field: T0 + offset * HOUR}) for offset in (-2, 0, 2))
+    if field not in ("created_at", "scheduled_at", "updated_at"):
+        job_row()  # the field is null: never inside a range
+    assert id_set(viewer_client.get(JOBS, {f"{name}_after": form(T0)})) == {
+        str(at.id),
+        str(late.id),
+    }
+    assert id_set(viewer_client.get(JOBS, {f"{name}_before": form(T0)})) == {str(early.id)}
+    window = {f"{name}_after": form(T0 - 3 * HOUR), f"{name}_before": form(T0 + HOUR)}
+    assert id_set(viewer_client.get(JOBS, window)) == {str(early.id), str(at.id)}
+
+
+@pytest.mark.parametrize(
+    "name", [f"{n}_{side}" for n in TIME_FIELDS for side in ("before", "after")]
+)
+def test_time_filter_that_does_not_parse_is_400_naming_it(viewer_client, name):
+    error = assert_error(viewer_client.get(JOBS, {name: "yesterday"}), 400, "validation_error")
+    assert list(error["details"]) == [name]
+
+
+def test_iso_with_offset_and_unencoded_plus_are_understood(viewer_client, job_row):
+    job = job_row(created_at=T0)
+    assert ids(viewer_client.get(JOBS, {"created_after": "2026-06-11T14:00:00+02:00"})) == [
+        str(job.id)
+    ]
+    # A '+' typed into a URL arrives as a space.
+    response = viewer_client.get(JOBS + "?created_after=2026-06-11T14:00:01+02:00")
+    assert ids(response) == []
+
+
+def test_filters_combine(viewer_client, job_row):
+    wanted = job_row(type="noop", priority=1, status="completed")
+    job_row(type="noop", priority=2, status="completed")
+    job_row(type="noop", priority=1, status="pending")
+    response = viewer_client.get(JOBS, {"type": "noop", "priority": 1, "status": "completed"})
+    assert ids(response) == [str(wanted.id)]
+
+
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [
+        ("status", "done"),
+        ("priority", "4"),
+        ("priority", "high"),
+        ("recur_interval", "daily"),
+        ("ordering", "id"),
+        ("ordering", "-payload"),
+        ("page", "0"),
+        ("page", "first"),
+        ("limit", "0"),
+        ("limit", "51"),
+        ("limit", "-5"),
+        ("statuss", "pending"),
+    ],
+)
+def test_bad_query_value_is_400_naming_the_parameter(viewer_client, param, value):
+    error = assert_error(viewer_client.get(JOBS, {param: value}), 400, "validation_error")
+    assert list(error["details"]) == [param]
+
+
+@pytest.mark.parametrize("field", ORDERING_FIELDS)
+@pytest.mark.parametrize("descending", [False, True])
+def test_each_ordering(viewer_client, job_row, field, descending):
+    values = {
+        "priority": [3, 1, 2],
+        "attempt_count": [2, 0, 1],
+        "max_retries": [5, 1, 3],
+        "created_at": [T0 + 2 * HOUR, T0, T0 + HOUR],
+        "scheduled_at": [T0 + 2 * HOUR, T0, T0 + HOUR],
+    }[field]
+    jobs = [job_row(**{field: value}) for value in values]
+    expected = [str(job.id) for _, job in sorted(zip(values, jobs, strict=True))]
+    if descending:
+        expected.reverse()
+    ordering = f"-{field}" if descending else field
+    assert ids(viewer_client.get(JOBS, {"ordering": ordering})) == expected
+
+
+def test_ties_are_broken_by_id_so_pages_are_stable(viewer_client, job_row):
+    jobs = sorted((job_row(priority=2) for _ in range(7)), key=lambda job: str(job.id))
+    pages = [
+        ids(viewer_client.get(JOBS, {"ordering": "priority", "limit": 3, "page": page}))
+        for page in (1, 2, 3)
+    ]
+    assert [job_id for page in pages for job_id in page] == [str(job.id) for job in jobs]
+
+
+def link(url):
+    parts = urlsplit(url)
+    assert (parts.scheme, parts.netloc) == ("http", "testserver")
+    return parts.path, parse_qs(parts.query)
+
+
+def test_pagination_links_and_bounds(viewer_client, job_row):
+    jobs = [job_row(created_at=T0 + n * HOUR) for n in range(5)]
+    newest_first = [str(job.id) for job in reversed(jobs)]
+    first = viewer_client.get(JOBS, {"limit": 2, "type": "noop"}).json()
+    assert first["count"] == 5
+    assert [job["id"] for job in first["results"]] == newest_first[:2]
+    assert first["previous"] is None
+    assert link(first["next"]) == (
+        "/api/v1/jobs",
+        {"limit": ["2"], "type": ["noop"], "page": ["2"]},
+    )
+    second = viewer_client.get(first["next"]).json()
+    assert [job["id"] for job in second["results"]] == newest_first[2:4]
+    assert link(second["previous"]) == ("/api/v1/jobs", {"limit": ["2"], "type": ["noop"]})
+    third = viewer_client.get(second["next"]).json()
+    assert [job["id"] for job in third["results"]] == newest_first[4:]
+    assert third["next"] is None
+    assert link(third["previous"])[1]["page"] == ["2"]
+    error = assert_error(viewer_client.get(JOBS, {"limit": 2, "page": 4}), 404, "not_found")
+    assert "past the end" in error["message"]
+
+
+def test_default_page_size_is_20_and_50_is_the_maximum(viewer_client, job_row):
+    for n in range(51):
+        job_row(created_at=T0 + n * timedelta(seconds=1))
+    assert len(ids(viewer_client.get(JOBS))) == 20
+    assert len(ids(viewer_client.get(JOBS, {"limit": 50}))) == 50
+    assert_error(viewer_client.get(JOBS, {"limit": 51}), 400, "validation_error")
+
+
+def test_empty_list_is_one_empty_page(viewer_client):
+    response = viewer_client.get(JOBS)
+    assert response.json() == {"count": 0, "next": None, "previous": None, "results": []}
+    assert_error(viewer_client.get(JOBS, {"page": 2}), 404, "not_found")
+
+
+def test_list_query_count_does_not_grow_with_the_page(viewer_client, job_row):
+    def queries_for(limit):
+        with CaptureQueriesContext(connection) as captured:
+            assert len(ids(viewer_client.get(JOBS, {"limit": limit}))) == limit
+        return len(captured)
+
+    upstream = job_row(created_at=T0 - HOUR)
+    for n in range(30):
+        job = job_row(created_at=T0 + n * timedelta(seconds=1))
+        JobDependency.objects.create(job=job, depends_on=upstream)
+    assert queries_for(2) == queries_for(30)
+
+
+def test_unknown_job_id_format_in_depends_on_filter_is_not_a_filter(viewer_client):
+    error = assert_error(
+        viewer_client.get(JOBS, {"depends_on": str(uuid.uuid4())}), 400, "validation_error"
+    )
+    assert error["details"] == {"depends_on": ["Unknown query parameter."]}
