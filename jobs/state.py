@@ -22,6 +22,8 @@ from psycopg.types.json import Jsonb
 
 from worker.registry import UnknownJobType, registry
 
+# A cycle by design: webhooks enqueue through this module, and this module hands it events.
+from . import webhooks
 from .events import get_event_bus
 from .models import PRIORITY_WEIGHT, Job, JobDependency, JobStatus, RecurInterval
 from .representation import represent_job, represent_row
@@ -458,6 +460,7 @@ def _publish_after_commit(
         get_event_bus().publish_many(events)
         if stats_changed or (stats_changed is None and events):
             stats_publisher.changed()
+        webhooks.dispatch(events)
 
     transaction.on_commit(publish)
 

@@ -64,6 +64,8 @@ def send_email(job: JobContext) -> dict[str, Any]:
             "url": {"type": "string", "pattern": "^https?://"},
             "headers": {"type": "object", "additionalProperties": {"type": "string"}},
             "json": {},
+            # A body sent byte for byte (a signed webhook delivery), instead of `json`.
+            "body": {"type": "string"},
             "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 300},
         },
         "required": ["url"],
@@ -76,7 +78,9 @@ def http_request(job: JobContext) -> dict[str, Any]:
     payload = job.payload
     body = None
     headers = dict(payload.get("headers") or {})
-    if "json" in payload:
+    if "body" in payload:
+        body = payload["body"].encode()
+    elif "json" in payload:
         body = json.dumps(payload["json"]).encode()
         headers.setdefault("Content-Type", "application/json")
     request = urllib.request.Request(  # noqa: S310 - the schema allows http(s) only

@@ -1,0 +1,236 @@
+"""Notification webhooks: every matching event becomes an `http_request` job.
+
+A delivery is an ordinary job, so it is retried with backoff and lands in the DLQ like any
+other. Its payload carries the exact body to send (`body`, a string) so that the signature
+`X-Scheduler-Signature: sha256=<HMAC-SHA256 of the body with the webhook's secret>` is
+computed once, here, over the bytes the receiver will get.
+
+Dispatch runs in every process that commits transitions (API, console, worker), right after
+the events of a commit are published (`jobs.state._publish_after_commit`). Each process keeps
+the list of active webhooks for `WEBHOOK_CACHE_SECONDS`, so with no webhook an event costs no
+query at all; when a webhook matches, one query confirms it still exists before anything is
+enqueued, so a deleted webhook stops at once everywhere and a new one starts within the
+cache interval. Events about delivery jobs themselves (marked by the `X-Scheduler-Webhook`
+header in their payload) are never delivered, so deliveries cannot loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+from django.db.models.signals import post_delete, post_migrate, post_save
+from django.dispatch import receiver
+
+from . import state
+from .events import EVENT_TYPES, STATS_UPDATED
+from .models import Webhook
+
+logger = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Scheduler-Signature"
+EVENT_HEADER = "X-Scheduler-Event"
+WEBHOOK_HEADER = "X-Scheduler-Webhook"
+TEST_EVENT = "webhook.test"
+DELIVERY_TYPE = "http_request"
+# stats.updated fires after nearly every change; as a webhook it would only be noise.
+DELIVERABLE_EVENT_TYPES = tuple(t for t in EVENT_TYPES if t != STATS_UPDATED)
+
+_url_validator = URLValidator(schemes=["http", "https"])
+
+
+def sign(secret: str, body: bytes) -> str:
+    """HMAC-SHA256 of `body` keyed with `secret`, as lowercase hex."""
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+# --- managing webhooks ---------------------------------------------------------------------
+
+
+def validate(url: Any, event_types: Any, secret: Any) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    max_url = Webhook._meta.get_field("url").max_length or 500
+    if not isinstance(url, str) or not url.strip():
+        errors["url"] = ["This field is required."]
+    elif len(url) > max_url:
+        errors["url"] = [f"At most {max_url} characters."]
+    else:
+        try:
+            _url_validator(url.strip())
+        except ValidationError:
+            errors["url"] = ["Enter an http:// or https:// URL."]
+    allowed = ", ".join(DELIVERABLE_EVENT_TYPES)
+    if not isinstance(event_types, list | tuple) or not event_types:
+        errors["event_types"] = [f"Choose at least one of: {allowed}."]
+    else:
+        unknown = [t for t in event_types if t not in DELIVERABLE_EVENT_TYPES]
+        if unknown:
+            errors["event_types"] = [f"Unknown event type(s) {unknown}. Choose from: {allowed}."]
+    max_secret = Webhook._meta.get_field("secret").max_length or 200
+    if not isinstance(secret, str) or not secret.strip():
+        errors["secret"] = ["This field is required: deliveries are signed with it."]
+    elif len(secret) > max_secret:
+        errors["secret"] = [f"At most {max_secret} characters."]
+    return errors
+
+
+def create_webhook(*, url: str, event_types: list[str], secret: str, user: Any) -> Webhook:
+    """Add an active webhook. Raises JobValidationError(field -> messages) on bad input."""
+    errors = validate(url, event_types, secret)
+    if errors:
+        raise state.JobValidationError(errors)
+    return Webhook.objects.create(
+        url=url.strip(),
+        event_types=list(dict.fromkeys(event_types)),
+        secret=secret,
+        is_active=True,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+
+
+def delete_webhook(webhook_id: int) -> None:
+    """Remove a webhook; removing one that is already gone is not an error."""
+    Webhook.objects.filter(id=webhook_id).delete()
+
+
+def send_test(webhook: Webhook) -> dict[str, Any]:
+    """Enqueue one signed `webhook.test` delivery, due now; returns its job object."""
+    spec = delivery_spec(
+        webhook.id,
+        webhook.url,
+        webhook.secret,
+        TEST_EVENT,
+        {"webhook_id": webhook.id, "message": "Test delivery from the job scheduler."},
+    )
+    return state.enqueue(spec.type, spec.payload, priority=spec.priority)
+
+
+# --- deliveries ----------------------------------------------------------------------------
+
+
+def delivery_spec(
+    webhook_id: int, url: str, secret: str, event_type: str, data: dict[str, Any]
+) -> state.JobSpec:
+    body = json.dumps({"type": event_type, "data": data}, separators=(",", ":"))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "django-job-scheduler-webhooks/1",
+        EVENT_HEADER: event_type,
+        WEBHOOK_HEADER: str(webhook_id),
+        SIGNATURE_HEADER: "sha256=" + sign(secret, body.encode()),
+    }
+    payload = {
+        "method": "POST",
+        "url": url,
+        "headers": headers,
+        "body": body,
+        "timeout": settings.WEBHOOK_TIMEOUT_SECONDS,
+    }
+    return state.JobSpec(type=DELIVERY_TYPE, payload=payload, priority=2)
+
+
+def is_delivery(job: dict[str, Any]) -> bool:
+    payload = job.get("payload")
+    if job.get("type") != DELIVERY_TYPE or not isinstance(payload, dict):
+        return False
+    headers = payload.get("headers")
+    return isinstance(headers, dict) and WEBHOOK_HEADER in headers
+
+
+@dataclass(frozen=True)
+class _Target:
+    id: int
+    url: str
+    secret: str
+    event_types: frozenset[str]
+
+
+class _ActiveWebhooks:
+    """The active webhooks as this process last read them, for WEBHOOK_CACHE_SECONDS."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._targets: tuple[_Target, ...] = ()
+        self._expires = 0.0
+
+    def get(self) -> tuple[_Target, ...]:
+        if time.monotonic() < self._expires:
+            return self._targets
+        with self._lock:
+            if time.monotonic() >= self._expires:
+                self._targets = tuple(
+                    _Target(hook.id, hook.url, hook.secret, frozenset(hook.event_types))
+                    for hook in Webhook.objects.filter(is_active=True).order_by("id")
+                )
+                self._expires = time.monotonic() + settings.WEBHOOK_CACHE_SECONDS
+            return self._targets
+
+    def invalidate(self) -> None:
+        self._expires = 0.0
+
+
+active_webhooks = _ActiveWebhooks()
+
+
+def dispatch(events: Sequence[tuple[str, dict[str, Any]]]) -> int:
+    """Enqueue a delivery per (event, matching active webhook); returns how many.
+
+    Called after a commit. Never raises: the transition it follows is already done.
+    """
+    if not events:
+        return 0
+    try:
+        return _dispatch(events)
+    except Exception:
+        logger.exception("webhook dispatch failed for %d events", len(events))
+        return 0
+
+
+def _dispatch(events: Sequence[tuple[str, dict[str, Any]]]) -> int:
+    targets = active_webhooks.get()
+    if not targets:
+        return 0
+    wanted = [
+        (target, event_type, data)
+        for event_type, data in events
+        if event_type in DELIVERABLE_EVENT_TYPES and not is_delivery(data)
+        for target in targets
+        if event_type in target.event_types
+    ]
+    if not wanted:
+        return 0
+    still_active = set(
+        Webhook.objects.filter(id__in={t.id for t, _, _ in wanted}, is_active=True).values_list(
+            "id", flat=True
+        )
+    )
+    specs = [
+        delivery_spec(target.id, target.url, target.secret, event_type, data)
+        for target, event_type, data in wanted
+        if target.id in still_active
+    ]
+    if len(specs) == 1:
+        # A single delivery announces itself (job.created) like any job; a batch from a
+        # worker's bulk completion goes in with one INSERT and one stats.updated instead.
+        state.enqueue(specs[0].type, specs[0].payload, priority=specs[0].priority)
+        return 1
+    return state.enqueue_many(specs) if specs else 0
+
+
+@receiver(post_save, sender=Webhook)
+@receiver(post_delete, sender=Webhook)
+@receiver(post_migrate)
+def _forget_cached_webhooks(**kwargs: Any) -> None:
+    # post_migrate also follows a flush (tests, reset_db), which empties the table behind
+    # the cache's back.
+    active_webhooks.invalidate()
