@@ -166,6 +166,15 @@ class Job(models.Model):
         return None
 
 
+class DeadLetterJob(Job):
+    """The dead-letter queue as its own admin page: jobs with `in_dlq`, no table of its own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dead-letter job"
+        verbose_name_plural = "dead-letter queue"
+
+
 class JobDependency(models.Model):
     """An edge of the dependency graph: `job` runs only after `depends_on` completed."""
 
