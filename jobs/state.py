@@ -9,6 +9,7 @@ Redis only after that transaction commits. Transitions return the job object of 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ from .stats import stats_publisher
 
 JobObject = dict[str, Any]
 _NEVER = datetime(1970, 1, 1, tzinfo=UTC)
+# Workers LISTEN here (worker/wakeup.py): a job became runnable, was cancelled, or "feed".
+RUNNABLE_CHANNEL = "scheduler_runnable"
+# Above this many jobs in one transaction, one "feed" wakes the workers instead.
+_NOTIFY_EACH_UP_TO = 100
 
 
 class JobError(Exception):
@@ -186,6 +191,8 @@ def enqueue(
         job.save(force_insert=True)
         if depends_on is not None:
             JobDependency.objects.create(job=job, depends_on_id=depends_on)
+        if pending_dependencies == 0:
+            _notify_runnable([_row_of(job)])
         created = represent_row({**_row_of(job), "depends_on": depends_on})
         _publish_after_commit([("job.created", created)])
     return created
@@ -208,6 +215,7 @@ def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 2000) -> int:
         jobs.append(_new_job(spec, now))
     with transaction.atomic():
         Job.objects.bulk_create(jobs, batch_size=batch_size)
+        _notify([_FEED])
         transaction.on_commit(stats_publisher.changed)
     return len(jobs)
 
@@ -219,7 +227,7 @@ def claim(
     worker_id: uuid.UUID, limit: int, job_ids: Sequence[uuid.UUID] | None = None
 ) -> list[ClaimedJob]:
     """Claim up to `limit` runnable jobs (among `job_ids` when given), most urgent first."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         rows = _fetch(
             "claim_jobs",
             {"worker_id": worker_id, "limit": limit, "job_ids": list(job_ids) if job_ids else None},
@@ -246,7 +254,7 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
     """Finish attempts as succeeded. Attempts that lost their claim are ignored."""
     if not successes:
         return CompletionReport([], [], [])
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         rows = _fetch(
             "complete_jobs",
             {
@@ -259,15 +267,17 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
         )
         completed = [represent_row(r) for r in rows if r["event"] == "job.completed"]
         created = [represent_row(r) for r in rows if r["event"] == "job.created"]
-        released: list[uuid.UUID] = []
+        runnable = [r for r in rows if r["event"] == "job.created"]
         if completed:
-            released = [
-                r["id"]
+            runnable += [
+                r
                 for r in _fetch(
                     "release_dependents", {"job_ids": [uuid.UUID(j["id"]) for j in completed]}
                 )
                 if r["pending_dependencies"] == 0
             ]
+        released = [r["id"] for r in runnable if "event" not in r]
+        _notify_runnable(runnable)
         _publish_after_commit(
             [("job.completed", j) for j in completed] + [("job.created", j) for j in created]
         )
@@ -287,7 +297,7 @@ def fail(
     """Finish an attempt as failed: the job waits `retry_delay` for its next attempt, or
     enters the DLQ when it has none left. None when the attempt had lost its claim."""
     finished_at = finished_at or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         rows = _fetch(
             "fail_job",
             {
@@ -360,7 +370,9 @@ def release(worker_id: uuid.UUID, reason: str) -> list[JobObject]:
 
 def _take_back(params: dict[str, Any]) -> list[JobObject]:
     with transaction.atomic():
-        jobs = [represent_row(row) for row in _fetch("rescue_lost_jobs", params)]
+        rows = _fetch("rescue_lost_jobs", params)
+        _notify_runnable([row for row in rows if row["status"] == JobStatus.PENDING])
+        jobs = [represent_row(row) for row in rows]
         events: list[tuple[str, JobObject]] = []
         for job in jobs:
             follow_up = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
@@ -379,6 +391,8 @@ def cancel(job_id: uuid.UUID, reason: str | None = None) -> JobObject:
         if not rows:
             raise _refusal(job_id, "cancel")
         job = represent_row(rows[0])
+        if rows[0]["cancelled_attempt_id"] is not None:
+            _notify([json.dumps({"cancelled": str(job_id)})])
         dependents = _cancel_dependents([job_id], "was cancelled")
         _publish_after_commit([("job.cancelled", j) for j in [job, *dependents]])
     return job
@@ -395,7 +409,9 @@ def retry_from_dlq(job_id: uuid.UUID) -> JobObject:
 def retry_many_from_dlq(job_ids: Sequence[uuid.UUID]) -> list[JobObject]:
     """Retry those of `job_ids` that are in the DLQ; the others are left as they are."""
     with transaction.atomic():
-        jobs = [represent_row(r) for r in _fetch("retry_dlq_job", {"job_ids": list(job_ids)})]
+        rows = _fetch("retry_dlq_job", {"job_ids": list(job_ids)})
+        _notify_runnable(rows)
+        jobs = [represent_row(r) for r in rows]
         _publish_after_commit([("job.retry_scheduled", j) for j in jobs])
     return jobs
 
@@ -447,6 +463,38 @@ def _fetch(name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
             return []
         columns = [column.name for column in cursor.description]
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+_FEED = '{"feed":true}'
+
+
+def _notify_runnable(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Tell the workers these jobs (rows with id, priority, run_at, created_at) are runnable
+    from their `run_at` on, so an idle worker starts them at once rather than at its next feed."""
+    if len(rows) > _NOTIFY_EACH_UP_TO:
+        _notify([_FEED])
+        return
+    _notify(
+        [
+            json.dumps(
+                {
+                    "id": str(row["id"]),
+                    "priority": row["priority"],
+                    "run_at": row["run_at"].isoformat(),
+                    "created_at": row["created_at"].isoformat(),
+                }
+            )
+            for row in rows
+        ]
+    )
+
+
+def _notify(payloads: list[str]) -> None:
+    if payloads:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                query("notify_runnable"), {"channel": RUNNABLE_CHANNEL, "payloads": payloads}
+            )
 
 
 def _row_of(job: Job) -> dict[str, Any]:

@@ -61,9 +61,12 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "django_htmx",
+    # Before channels: our `runworker` (the job worker) must win over channels' own.
+    "worker",
     "channels",
     "jobs",
-    "worker",
+    # More apps, e.g. ones whose handlers.py adds job types (the tests' handlers_app).
+    *env_list("SCHEDULER_EXTRA_APPS", ""),
 ]
 
 MIDDLEWARE = [
@@ -177,6 +180,8 @@ SCHEDULER_CLAIM_BATCH = env_int("SCHEDULER_CLAIM_BATCH", 100)
 SCHEDULER_FEEDER_INTERVAL = env_float("SCHEDULER_FEEDER_INTERVAL", 30.0)
 SCHEDULER_HEARTBEAT_INTERVAL = env_float("SCHEDULER_HEARTBEAT_INTERVAL", 5.0)
 SCHEDULER_WORKER_TIMEOUT = env_float("SCHEDULER_WORKER_TIMEOUT", 30.0)
+# At most this many runnable jobs are held in one worker's in-memory scheduler at a time.
+SCHEDULER_FEEDER_LIMIT = env_int("SCHEDULER_FEEDER_LIMIT", 50_000)
 SCHEDULER_STUCK_AFTER = env_float("SCHEDULER_STUCK_AFTER", 600.0)
 SCHEDULER_SHUTDOWN_GRACE = env_float("SCHEDULER_SHUTDOWN_GRACE", 30.0)
 SCHEDULER_HANDLER_TIMEOUT = env_float("SCHEDULER_HANDLER_TIMEOUT", 300.0)

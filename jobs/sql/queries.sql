@@ -115,7 +115,7 @@ FROM (SELECT dep.job_id, count(*) AS upstream_done
       WHERE dep.depends_on_id = ANY(%(job_ids)s::uuid[])
       GROUP BY dep.job_id) AS released
 WHERE j.id = released.job_id AND j.status = 'pending' AND j.pending_dependencies > 0
-RETURNING j.id, j.pending_dependencies;
+RETURNING j.id, j.pending_dependencies, j.priority, j.run_at, j.created_at;
 
 -- name: fail_job
 -- Close a failed attempt. With attempts left the job waits for `retry_at`; without, it
@@ -302,6 +302,33 @@ FROM unnest(%(created_at)s::timestamptz[], %(levels)s::text[], %(messages)s::tex
 WHERE EXISTS (SELECT 1 FROM jobs
               WHERE id = %(job_id)s AND status = 'processing'
                 AND current_attempt_id = %(attempt_id)s);
+
+-- name: notify_runnable
+-- Wake the listening workers; delivered when the surrounding transaction commits.
+SELECT pg_notify(%(channel)s, payload) FROM unnest(%(payloads)s::text[]) AS payload;
+
+-- name: runnable_jobs
+-- The worker's feeder: runnable jobs due before `horizon` (or only `job_ids`), with what the
+-- in-memory scheduler orders them by. Served by the partial index on claimable jobs.
+SELECT id, priority, run_at, created_at
+FROM jobs
+WHERE status IN ('pending', 'failed')
+  AND NOT in_dlq
+  AND pending_dependencies = 0
+  AND run_at <= %(horizon)s
+  AND (%(job_ids)s::uuid[] IS NULL OR id = ANY(%(job_ids)s::uuid[]))
+ORDER BY virtual_deadline, created_at, id
+LIMIT %(limit)s;
+
+-- name: lost_claims
+-- Which of a worker's running attempts no longer hold their job's claim (cancelled,
+-- rescued while the worker was away): the worker stops waiting for them.
+SELECT held.job_id
+FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[]) AS held(job_id, attempt_id)
+LEFT JOIN jobs j
+       ON j.id = held.job_id AND j.status = 'processing'
+      AND j.current_attempt_id = held.attempt_id
+WHERE j.id IS NULL;
 
 -- name: job_stats
 -- The counters of GET /jobs/stats: `failed` is only jobs waiting for a retry.

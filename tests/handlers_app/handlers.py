@@ -1,0 +1,97 @@
+"""Test job types. A worker subprocess discovers this module like any app's handlers.py; the
+pytest process registers the same handlers through the `test_handlers` fixture."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+
+from worker.context import JobContext
+from worker.registry import registry
+
+RUNS_TABLE = "worker_test_runs"
+
+
+def record_run(job: JobContext) -> dict[str, Any]:
+    """Write one row per execution to RUNS_TABLE, then sleep `sleep_ms`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {RUNS_TABLE} (job_id, attempt_id, pid, started_at) "  # noqa: S608
+            "VALUES (%s, %s, %s, clock_timestamp())",
+            [job.id, job.attempt_id, os.getpid()],
+        )
+    time.sleep(job.payload.get("sleep_ms", 0) / 1000)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {RUNS_TABLE} SET finished_at = clock_timestamp() "  # noqa: S608
+            "WHERE attempt_id = %s",
+            [job.attempt_id],
+        )
+    return {"pid": os.getpid()}
+
+
+def wait_for_cancel(job: JobContext) -> dict[str, Any]:
+    """Log a line, then wait (checking the cancel flag) for up to `seconds`."""
+    job.logger.info("waiting for cancellation")
+    deadline = time.monotonic() + job.payload.get("seconds", 30)
+    while time.monotonic() < deadline:
+        if job.cancel_event.wait(0.05):
+            job.logger.info("cancellation seen")
+            job.raise_if_cancelled()
+    return {"cancelled": False}
+
+
+def sleep(job: JobContext) -> dict[str, Any]:
+    """Sleep `seconds` ignoring cancellation, logging `lines` lines first."""
+    for index in range(job.payload.get("lines", 0)):
+        job.logger.warning("line %d of attempt %d", index, job.attempt_number)
+    time.sleep(job.payload.get("seconds", 1))
+    return {"slept": job.payload.get("seconds", 1), "attempt": job.attempt_number}
+
+
+def fail_while_file_exists(job: JobContext) -> str:
+    """Fail as long as the file named in the payload exists."""
+    if Path(job.payload["path"]).exists():
+        raise RuntimeError(f"{job.payload['path']} still exists")
+    return "file gone"
+
+
+def echo(job: JobContext) -> Any:
+    """Log the payload's `log` lines and return its `value`."""
+    for line in job.payload.get("log", []):
+        job.logger.info("%s", line)
+    return job.payload.get("value")
+
+
+def bad_result(job: JobContext) -> Any:
+    """Return something that is not JSON."""
+    return {"when": object()}
+
+
+HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "record_run": (record_run, {}),
+    "wait_for_cancel": (wait_for_cancel, {}),
+    "sleep": (sleep, {}),
+    "short_timeout": (sleep, {"timeout": 0.5}),
+    "fail_while_file_exists": (fail_while_file_exists, {}),
+    "echo": (echo, {}),
+    "bad_result": (bad_result, {}),
+}
+
+
+def register_all() -> None:
+    for name, (func, options) in HANDLERS.items():
+        if name not in registry:
+            registry.register(name, **options)(func)
+
+
+def unregister_all() -> None:
+    for name in HANDLERS:
+        registry.unregister(name)
+
+
+register_all()

@@ -1,0 +1,141 @@
+"""Fixtures for the worker tests: real `manage.py runworker` subprocesses on the test
+database, the test-only job types, and a table where handlers record each execution."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from jobs.models import Job, Worker
+from tests.handlers_app.handlers import RUNS_TABLE, register_all, unregister_all
+
+MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
+
+# Short enough that a dead worker is noticed within a couple of seconds.
+FAST_WORKER_ENV = {
+    "SCHEDULER_EXTRA_APPS": "tests.handlers_app",
+    "SCHEDULER_HEARTBEAT_INTERVAL": "0.3",
+    "SCHEDULER_WORKER_TIMEOUT": "2",
+    "SCHEDULER_SHUTDOWN_GRACE": "10",
+    "LOG_LEVEL": "INFO",
+}
+
+
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = ""
+) -> Any:
+    """Poll until `predicate()` is truthy and return its value; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+def job_status(job_id: Any) -> str:
+    return Job.objects.values_list("status", flat=True).get(id=job_id)
+
+
+class WorkerProcess:
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.popen = subprocess.Popen(
+            [sys.executable, MANAGE, "runworker", *args],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.pid = self.popen.pid
+
+    def row(self) -> Worker | None:
+        return Worker.objects.filter(pid=self.pid).order_by("-started_at").first()
+
+    def wait_registered(self, timeout: float = 20.0) -> Worker:
+        return wait_for(self.row, timeout, what=f"worker {self.pid} to register")
+
+    def send(self, signum: int) -> None:
+        self.popen.send_signal(signum)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"worker did not exit in {timeout}s:\n{self.logs()}") from None
+
+    def logs(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGCONT)
+            self.popen.kill()
+            self.popen.wait(10)
+        self._log.close()
+
+
+@pytest.fixture
+def test_handlers() -> Iterator[None]:
+    register_all()
+    yield
+    unregister_all()
+
+
+@pytest.fixture
+def worker_env(subprocess_env: dict[str, str], test_handlers: None) -> dict[str, str]:
+    return {**subprocess_env, **FAST_WORKER_ENV}
+
+
+@pytest.fixture
+def start_worker(
+    worker_env: dict[str, str], tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """`start_worker("--concurrency", "2", env={...})` runs a worker until the test ends."""
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        log_path = tmp_path / f"worker-{len(started)}.log"
+        process = WorkerProcess(list(args), {**worker_env, **(env or {})}, log_path)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def runs_table(transactional_db: None) -> Iterator[str]:
+    """A table where `record_run` writes one row per execution."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {RUNS_TABLE} (job_id uuid NOT NULL, "
+            "attempt_id uuid NOT NULL, pid integer NOT NULL, started_at timestamptz NOT NULL, "
+            "finished_at timestamptz)"
+        )
+        cursor.execute(f"TRUNCATE {RUNS_TABLE}")
+    yield RUNS_TABLE
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {RUNS_TABLE}")
+
+
+def recorded_runs() -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT job_id, attempt_id, pid, started_at, finished_at FROM {RUNS_TABLE} "  # noqa: S608
+            "ORDER BY started_at"
+        )
+        return cursor.fetchall()

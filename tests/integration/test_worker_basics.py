@@ -1,0 +1,121 @@
+"""`runworker` end to end: registration, claiming, attempts, results, logs, concurrency."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs import state
+from jobs.models import AttemptStatus, Job, JobAttempt, JobLog, Worker, WorkerStatus
+
+from .conftest import recorded_runs
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.mark.parametrize("scheduler", ["heap", "skiplist"])
+def test_once_runs_every_due_job_records_attempts_and_exits(start_worker, scheduler):
+    jobs = [state.enqueue("echo", {"value": {"n": n}}, priority=1 + n % 3) for n in range(12)]
+    later = state.enqueue("noop", {}, scheduled_at=timezone.now() + timedelta(hours=1))
+
+    worker = start_worker("--once", "--scheduler", scheduler, "--concurrency", "3")
+    assert worker.wait() == 0, worker.logs()
+
+    row = Worker.objects.get(pid=worker.pid)
+    assert (row.status, row.scheduler, row.concurrency, row.jobs_done) == (
+        WorkerStatus.STOPPED,
+        scheduler,
+        3,
+        12,
+    )
+    assert row.stopped_at is not None and row.heartbeat_at >= row.started_at
+    for job in jobs:
+        done = Job.objects.get(id=job["id"])
+        assert done.status == "completed"
+        assert done.result == job["payload"]["value"]
+        assert done.worker_id == row.id
+        (attempt,) = JobAttempt.objects.filter(job_id=job["id"])
+        assert attempt.status == AttemptStatus.SUCCEEDED
+        assert attempt.attempt_number == 1
+        assert attempt.worker_id == row.id
+        assert attempt.finished_at >= attempt.started_at
+        assert attempt.duration_ms is not None
+    assert Job.objects.get(id=later["id"]).status == "pending"
+
+
+def test_most_urgent_job_is_claimed_first(start_worker):
+    low = state.enqueue("echo", {"value": "low"}, priority=3)
+    high = state.enqueue("echo", {"value": "high"}, priority=1)
+    mid = state.enqueue("echo", {"value": "mid"}, priority=2)
+
+    worker = start_worker("--once", "--concurrency", "1")
+    assert worker.wait() == 0, worker.logs()
+
+    order = list(
+        Job.objects.filter(id__in=[low["id"], high["id"], mid["id"]])
+        .order_by("started_at")
+        .values_list("result", flat=True)
+    )
+    assert order == ["high", "mid", "low"]
+
+
+def test_failure_records_type_message_and_stack_trace(start_worker):
+    job = state.enqueue("flaky", {"failure_probability": 1}, max_retries=1)
+    worker = start_worker("--once")
+    assert worker.wait() == 0, worker.logs()
+
+    failed = Job.objects.get(id=job["id"])
+    assert (failed.status, failed.in_dlq) == ("failed", True)
+    (attempt,) = JobAttempt.objects.filter(job_id=job["id"])
+    assert attempt.status == AttemptStatus.FAILED
+    assert attempt.error_type == "HandlerFailure"
+    assert "simulated failure" in attempt.error_message
+    assert "Traceback" in attempt.stack_trace and "handlers.py" in attempt.stack_trace
+    assert failed.last_error == attempt.error_message
+
+
+def test_result_that_is_not_json_fails_the_attempt_alone(start_worker):
+    bad = state.enqueue("bad_result", {}, max_retries=1)
+    good = state.enqueue("echo", {"value": 7})
+    worker = start_worker("--once")
+    assert worker.wait() == 0, worker.logs()
+
+    assert Job.objects.get(id=good["id"]).result == 7
+    assert JobAttempt.objects.get(job_id=bad["id"]).error_type == "TypeError"
+
+
+def test_log_lines_of_the_job_logger_land_in_job_logs(start_worker):
+    job = state.enqueue("echo", {"log": ["first line", "second line"], "value": 1})
+    worker = start_worker("--once")
+    assert worker.wait() == 0, worker.logs()
+
+    attempt = JobAttempt.objects.get(job_id=job["id"])
+    logs = list(JobLog.objects.filter(job_id=job["id"]).values_list("message", "level", "attempt"))
+    assert logs == [("first line", "INFO", attempt.id), ("second line", "INFO", attempt.id)]
+
+
+def test_max_jobs_stops_after_that_many(start_worker):
+    for _ in range(5):
+        state.enqueue("noop", {})
+    worker = start_worker("--max-jobs", "2", "--concurrency", "1")
+    assert worker.wait() == 0, worker.logs()
+    assert Job.objects.filter(status="completed").count() == 2
+    assert Job.objects.filter(status="pending").count() == 3
+
+
+def test_concurrency_runs_that_many_handlers_at_once_and_no_more(start_worker, runs_table):
+    for _ in range(6):
+        state.enqueue("record_run", {"sleep_ms": 600})
+    worker = start_worker("--once", "--concurrency", "3")
+    assert worker.wait() == 0, worker.logs()
+
+    runs = recorded_runs()
+    assert len(runs) == 6
+    moments = sorted([(r[3], 1) for r in runs] + [(r[4], -1) for r in runs])
+    running = peak = 0
+    for _, step in moments:
+        running += step
+        peak = max(peak, running)
+    assert peak == 3

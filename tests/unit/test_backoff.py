@@ -1,0 +1,113 @@
+"""Backoff and the failure decision: pure functions, pinned with a seeded random source."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+
+from worker.backoff import delay_bounds, retry_delay
+from worker.outcome import HandlerTimeout, describe
+
+
+class FixedRandom(random.Random):
+    """`uniform(a, b)` returns the point at `fraction` of the way from a to b."""
+
+    def __init__(self, fraction: float) -> None:
+        super().__init__()
+        self.fraction = fraction
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + (b - a) * self.fraction
+
+
+@pytest.mark.parametrize(
+    ("attempt", "fraction", "seconds"),
+    [
+        (1, 0.0, 0.8),
+        (1, 0.5, 1.0),
+        (1, 1.0, 1.2),
+        (2, 0.0, 4.0),
+        (2, 0.5, 5.0),
+        (2, 1.0, 6.0),
+        (3, 0.5, 25.0),
+        (4, 0.0, 100.0),
+        (5, 1.0, 750.0),
+    ],
+)
+def test_delay_is_five_to_the_n_minus_one_times_jitter(attempt, fraction, seconds):
+    assert retry_delay(attempt, FixedRandom(fraction)) == pytest.approx(
+        timedelta(seconds=seconds), abs=timedelta(microseconds=1)
+    )
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 3, 6])
+def test_random_delays_stay_in_their_band_and_spread_across_it(attempt):
+    rng = random.Random(attempt)
+    low, high = delay_bounds(attempt)
+    delays = [retry_delay(attempt, rng).total_seconds() for _ in range(2000)]
+    assert all(low <= d <= high for d in delays)
+    # Jitter spreads retries over the band: both ends are reached, not one fixed value.
+    assert min(delays) < low + (high - low) * 0.05
+    assert max(delays) > high - (high - low) * 0.05
+
+
+def test_base_is_configurable():
+    assert retry_delay(3, FixedRandom(0.5), base_seconds=2) == timedelta(seconds=4)
+
+
+@pytest.mark.parametrize("attempt", [0, -1])
+def test_attempt_numbers_start_at_one(attempt):
+    with pytest.raises(ValueError, match="start at 1"):
+        retry_delay(attempt, random.Random())
+
+
+def raise_and_catch(error: Exception) -> Exception:
+    try:
+        raise error
+    except Exception as caught:
+        return caught
+
+
+@pytest.mark.parametrize(
+    ("attempt", "max_retries", "final"), [(1, 3, False), (2, 3, False), (3, 3, True), (1, 1, True)]
+)
+def test_failure_is_final_when_no_attempt_is_left(attempt, max_retries, final):
+    failure = describe(
+        raise_and_catch(ValueError("boom")),
+        attempt_number=attempt,
+        max_retries=max_retries,
+        rng=FixedRandom(0.5),
+    )
+    assert failure.final is final
+    assert failure.retry_delay == timedelta(seconds=5 ** (attempt - 1))
+
+
+def test_failure_records_type_message_and_trace():
+    failure = describe(
+        raise_and_catch(KeyError("missing")), attempt_number=1, max_retries=3, rng=FixedRandom(0)
+    )
+    assert failure.error_type == "KeyError"
+    assert failure.error_message == "'missing'"
+    assert failure.stack_trace is not None
+    assert "raise_and_catch" in failure.stack_trace
+
+
+def test_a_timeout_without_traceback_and_an_empty_message_are_still_described():
+    failure = describe(HandlerTimeout(""), attempt_number=1, max_retries=3, rng=FixedRandom(0))
+    assert (failure.error_type, failure.error_message, failure.stack_trace) == (
+        "HandlerTimeout",
+        "HandlerTimeout",
+        None,
+    )
+
+
+def test_huge_messages_are_cut():
+    failure = describe(
+        raise_and_catch(RuntimeError("x" * 10_000)),
+        attempt_number=1,
+        max_retries=3,
+        rng=FixedRandom(0),
+    )
+    assert len(failure.error_message) == 4000

@@ -1,0 +1,27 @@
+"""How long a failed job waits before its next attempt.
+
+After failed attempt n the wait is `base^(n-1)` seconds times a uniform jitter factor in
+[0.8, 1.2]: about 1 s, 5 s, 25 s, ... The jitter spreads out the retries of jobs that failed
+together (an outage), so they do not all come back in the same instant.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+JITTER = 0.2
+
+
+def retry_delay(attempt_number: int, rng: random.Random, *, base_seconds: float = 5.0) -> timedelta:
+    """The wait after failed attempt `attempt_number` (1 for the first attempt)."""
+    if attempt_number < 1:
+        raise ValueError(f"attempt numbers start at 1, got {attempt_number}")
+    factor = rng.uniform(1 - JITTER, 1 + JITTER)
+    return timedelta(seconds=base_seconds ** (attempt_number - 1) * factor)
+
+
+def delay_bounds(attempt_number: int, *, base_seconds: float = 5.0) -> tuple[float, float]:
+    """The smallest and largest wait in seconds after attempt `attempt_number`."""
+    nominal = base_seconds ** (attempt_number - 1)
+    return nominal * (1 - JITTER), nominal * (1 + JITTER)

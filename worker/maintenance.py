@@ -1,0 +1,160 @@
+"""The worker's periodic work, as small units: each has an interval and a `run_once()` that
+returns what it did as counts, so tests call it directly and the worker loop only schedules.
+
+- Heartbeat: proves the worker alive (and brings back a worker that was declared dead).
+- Feeder: loads runnable jobs, including those due within a look-ahead window, so nothing
+  is missed even when a wake-up notification was.
+- Rescuer: declares dead the workers that stopped heartbeating and takes their jobs back,
+  and takes back jobs stuck in processing (`jobs.state.rescue_lost`).
+- ClaimWatch: notices running attempts whose claim is gone (cancelled, rescued) so their
+  handler is told to stop and their outcome is not waited for.
+
+Recurring series need no unit: the next slot is created by the completion statement itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import Case, F, Value, When
+from django.utils import timezone
+
+from jobs import state
+from jobs.models import Worker, WorkerStatus
+from jobs.sql import query
+
+from .schedulers import ScheduledJob
+
+
+class Unit:
+    name = "unit"
+    interval = 1.0
+
+    def run_once(self) -> dict[str, int]:
+        raise NotImplementedError
+
+
+def runnable_jobs(
+    *, lookahead: timedelta = timedelta(0), limit: int, job_ids: Sequence[uuid.UUID] | None = None
+) -> tuple[list[ScheduledJob], bool]:
+    """Runnable jobs due within `lookahead`, most urgent first, and whether `limit` cut them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            query("runnable_jobs"),
+            {
+                "horizon": timezone.now() + lookahead,
+                "job_ids": list(job_ids) if job_ids is not None else None,
+                "limit": limit,
+            },
+        )
+        rows = cursor.fetchall()
+    entries = [
+        ScheduledJob(job_id=row[0], priority=row[1], ready_at=row[2], created_at=row[3])
+        for row in rows
+    ]
+    return entries, len(rows) >= limit
+
+
+class Heartbeat(Unit):
+    name = "heartbeat"
+
+    def __init__(self, worker_id: uuid.UUID, interval: float) -> None:
+        self.worker_id = worker_id
+        self.interval = interval
+
+    def run_once(self) -> dict[str, int]:
+        # A worker declared dead (it was stopped, or cut off) that beats again is alive: the
+        # attempts it held were rescued, and their claims' fencing refuses its late outcomes.
+        beats = Worker.objects.filter(id=self.worker_id).update(
+            heartbeat_at=timezone.now(),
+            status=Case(
+                When(status=WorkerStatus.DEAD, then=Value(WorkerStatus.RUNNING)),
+                default=F("status"),
+            ),
+            stopped_at=Case(When(status=WorkerStatus.DEAD, then=None), default=F("stopped_at")),
+        )
+        return {"beats": beats}
+
+
+class Feeder(Unit):
+    name = "feeder"
+
+    def __init__(
+        self,
+        sink: Callable[[list[ScheduledJob]], int],
+        *,
+        interval: float,
+        lookahead: timedelta,
+        limit: int,
+    ) -> None:
+        self.sink = sink
+        self.interval = interval
+        self.lookahead = lookahead
+        self.limit = limit
+        # The last run hit `limit`: more is waiting, feed again once the scheduler runs dry.
+        self.truncated = False
+
+    def run_once(self) -> dict[str, int]:
+        entries, self.truncated = runnable_jobs(lookahead=self.lookahead, limit=self.limit)
+        return {"seen": len(entries), "new": self.sink(entries)}
+
+
+class Rescuer(Unit):
+    name = "rescuer"
+
+    def __init__(
+        self,
+        sink: Callable[[list[ScheduledJob]], int],
+        *,
+        interval: float,
+        stuck_after: timedelta,
+        worker_timeout: timedelta,
+    ) -> None:
+        self.sink = sink
+        self.interval = interval
+        self.stuck_after = stuck_after
+        self.worker_timeout = worker_timeout
+
+    def run_once(self) -> dict[str, int]:
+        rescued = state.rescue_lost(
+            stuck_after=self.stuck_after, worker_timeout=self.worker_timeout
+        )
+        pending = [uuid.UUID(job["id"]) for job in rescued if job["status"] == "pending"]
+        new = 0
+        if pending:
+            entries, _ = runnable_jobs(limit=len(pending), job_ids=pending)
+            new = self.sink(entries)
+        return {"rescued": len(rescued), "new": new}
+
+
+class ClaimWatch(Unit):
+    name = "claims"
+
+    def __init__(
+        self,
+        held: Callable[[], dict[uuid.UUID, uuid.UUID]],
+        on_lost: Callable[[uuid.UUID], Any],
+        *,
+        interval: float,
+    ) -> None:
+        self.held = held
+        self.on_lost = on_lost
+        self.interval = interval
+
+    def run_once(self) -> dict[str, int]:
+        held = self.held()
+        if not held:
+            return {"checked": 0, "lost": 0}
+        with connection.cursor() as cursor:
+            cursor.execute(
+                query("lost_claims"),
+                {"job_ids": list(held), "attempt_ids": list(held.values())},
+            )
+            lost = [row[0] for row in cursor.fetchall()]
+        for job_id in lost:
+            self.on_lost(job_id)
+        return {"checked": len(held), "lost": len(lost)}

@@ -1,0 +1,81 @@
+"""`manage.py benchmark`: the schedulers side by side, or (`--e2e`) a real worker end to end."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from worker.bench.schedulers import DEFAULT_RUNS, DEFAULT_SIZES, render, run
+
+
+def _sizes(value: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in value.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected positive job counts separated by commas, like 1000,5000; got {value!r}"
+        )
+    return sizes
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+class Command(BaseCommand):
+    help = (
+        "MinHeap vs SkipList (and bare heapq) insert and full drain, median of N runs, written "
+        "to benchmarks/scheduler.md. With --e2e: no-op jobs drained by a real worker process."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--sizes",
+            type=_sizes,
+            default=list(DEFAULT_SIZES),
+            help="job counts, comma-separated (default 1000,5000,10000)",
+        )
+        parser.add_argument(
+            "--runs", type=_positive, default=DEFAULT_RUNS, help="runs per figure (median)"
+        )
+        parser.add_argument(
+            "--output",
+            type=Path,
+            default=settings.BASE_DIR / "benchmarks" / "scheduler.md",
+            help="where the Markdown table is written (default benchmarks/scheduler.md)",
+        )
+        parser.add_argument(
+            "--e2e", action="store_true", help="benchmark a real worker against the database"
+        )
+        parser.add_argument(
+            "--jobs", type=_positive, default=20_000, help="--e2e: no-op jobs to drain"
+        )
+        parser.add_argument(
+            "--trickle", type=_positive, default=200, help="--e2e: jobs for the latency probe"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["e2e"]:
+            # Imported here: the end-to-end harness needs the worker, not the micro-benchmark.
+            from worker.bench.e2e import run as run_e2e
+
+            run_e2e(self.stdout, jobs=options["jobs"], trickle=options["trickle"])
+            return
+        report = render(run(options["sizes"], options["runs"]), options["runs"])
+        self.stdout.write(report)
+        output: Path = options["output"]
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(report, encoding="utf-8")
+        self.stdout.write(f"Written to {output}")

@@ -1,0 +1,51 @@
+"""`python manage.py runworker`: run jobs until stopped (see worker/worker.py)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from worker.schedulers import SCHEDULERS
+from worker.worker import Worker
+
+
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
+class Command(BaseCommand):
+    help = "Run a worker: claim due jobs and run their handlers until SIGTERM or SIGINT."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--scheduler",
+            choices=sorted(SCHEDULERS),
+            default="heap",
+            help="In-memory scheduler ordering the due jobs (default: heap).",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=positive_int,
+            default=None,
+            help="Handlers run at once (default: SCHEDULER_CONCURRENCY).",
+        )
+        parser.add_argument("--once", action="store_true", help="Run what is due now, then exit.")
+        parser.add_argument(
+            "--max-jobs", type=positive_int, default=None, help="Exit after running N jobs."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        worker = Worker(
+            scheduler=options["scheduler"],
+            concurrency=options["concurrency"],
+            once=options["once"],
+            max_jobs=options["max_jobs"],
+        )
+        code = worker.run()
+        if code:
+            sys.exit(code)

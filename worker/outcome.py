@@ -1,0 +1,59 @@
+"""What an attempt's error becomes: the one place that turns an exception into a failure.
+
+Pure: the caller passes the random source, so tests pin every branch. Whether the job is
+retried or enters the dead-letter queue is decided by `jobs.state.fail` in the same guarded
+statement that closes the attempt (it sees the authoritative `attempt_count`); this module
+only says what to record and how long a retry would wait.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+
+from .backoff import retry_delay
+
+ERROR_MESSAGE_LIMIT = 4000
+STACK_TRACE_LIMIT = 20000
+
+
+class HandlerTimeout(Exception):
+    """The handler ran longer than its timeout; the attempt fails, the thread is abandoned."""
+
+
+class HandlerMissing(Exception):
+    """This worker has no handler for the job's type (a deployment out of step)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    error_type: str
+    error_message: str
+    stack_trace: str | None
+    retry_delay: timedelta
+    # True when no attempt is left: the job will enter the dead-letter queue.
+    final: bool
+
+
+def describe(
+    error: BaseException,
+    *,
+    attempt_number: int,
+    max_retries: int,
+    rng: random.Random,
+    base_seconds: float = 5.0,
+) -> Failure:
+    """The failure to record for `error`, raised by attempt `attempt_number` of a job."""
+    message = str(error) or type(error).__name__
+    trace = None
+    if error.__traceback__ is not None:
+        trace = "".join(traceback.format_exception(error))[-STACK_TRACE_LIMIT:]
+    return Failure(
+        error_type=type(error).__qualname__,
+        error_message=message[:ERROR_MESSAGE_LIMIT],
+        stack_trace=trace,
+        retry_delay=retry_delay(attempt_number, rng, base_seconds=base_seconds),
+        final=attempt_number >= max_retries,
+    )

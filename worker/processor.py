@@ -1,0 +1,197 @@
+"""Running handlers: a pool of daemon threads, timeouts, cancellation and the job logger.
+
+The worker's main thread owns every database call; handler threads only run handlers and
+hand their outcome back through the worker's inbox. A handler that overruns its timeout
+cannot be killed (Python threads cannot be), so its attempt is failed at once, its cancel
+flag is set, and its thread is abandoned: a fresh thread takes its place so the pool keeps
+its size, and the old one exits when the handler finally returns. Its outcome is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from queue import SimpleQueue
+from typing import Any
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from jobs.state import ClaimedJob
+
+from .context import JobContext
+from .outcome import HandlerMissing, HandlerTimeout
+from .registry import HandlerSpec, UnknownJobType, registry
+
+logger = logging.getLogger(__name__)
+job_logger_parent = logging.getLogger("worker.jobs")
+
+
+class LogBuffer(logging.Handler):
+    """Keeps a running attempt's log lines until the worker writes them to `job_logs`."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(message)s"))
+        self._entries: list[tuple[datetime, str, str]] = []
+        self._mutex = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        entry = (datetime.fromtimestamp(record.created, UTC), record.levelname, self.format(record))
+        with self._mutex:
+            self._entries.append(entry)
+
+    def take(self) -> list[tuple[datetime, str, str]]:
+        with self._mutex:
+            entries, self._entries = self._entries, []
+        return entries
+
+
+@dataclass(eq=False)
+class Attempt:
+    job: ClaimedJob
+    spec: HandlerSpec | None
+    context: JobContext
+    logs: LogBuffer
+    started: float
+    deadline: float | None
+    # Set under the processor's lock: the thread has returned / nobody wants its outcome.
+    finished: bool = False
+    abandoned: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    attempt: Attempt
+    result: Any = None
+    error: BaseException | None = None
+    finished_at: datetime = field(default_factory=timezone.now)
+
+
+def _job_logger(job: ClaimedJob, buffer: LogBuffer) -> logging.Logger:
+    # Not through getLogger: that registry never forgets, and there is one logger per attempt.
+    job_log = logging.Logger(f"worker.jobs.{job.type}")
+    job_log.parent = job_logger_parent
+    job_log.addHandler(buffer)
+    return job_log
+
+
+class Processor:
+    """Runs up to `concurrency` handlers at once and posts ("outcome", Outcome) to `inbox`."""
+
+    def __init__(self, concurrency: int, inbox: SimpleQueue[Any], default_timeout: float) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.concurrency = concurrency
+        self.default_timeout = default_timeout
+        self.running: dict[uuid.UUID, Attempt] = {}
+        self._inbox = inbox
+        self._tasks: SimpleQueue[Attempt | None] = SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        for _ in range(concurrency):
+            self._spawn()
+
+    @property
+    def free_slots(self) -> int:
+        return max(0, self.concurrency - len(self.running))
+
+    def start(self, job: ClaimedJob) -> Attempt:
+        try:
+            spec: HandlerSpec | None = registry.get(job.type)
+        except UnknownJobType:
+            spec = None
+        timeout = (spec.timeout if spec else None) or self.default_timeout
+        buffer = LogBuffer()
+        context = JobContext(
+            id=job.id,
+            type=job.type,
+            payload=job.payload,
+            attempt_id=job.attempt_id,
+            attempt_number=job.attempt_number,
+            logger=_job_logger(job, buffer),
+        )
+        started = time.monotonic()
+        attempt = Attempt(job, spec, context, buffer, started, started + timeout)
+        self.running[job.id] = attempt
+        self._tasks.put(attempt)
+        return attempt
+
+    def accept(self, outcome: Outcome) -> bool:
+        """Whether an outcome from the inbox still counts (its attempt was not given up)."""
+        attempt = outcome.attempt
+        if self.running.get(attempt.job.id) is not attempt:
+            return False
+        del self.running[attempt.job.id]
+        return True
+
+    def expired(self, now: float) -> list[Outcome]:
+        """Give up the attempts past their timeout; their failure outcomes, to report."""
+        timed_out = []
+        for attempt in list(self.running.values()):
+            if attempt.deadline is not None and now >= attempt.deadline and self._abandon(attempt):
+                del self.running[attempt.job.id]
+                seconds = attempt.deadline - attempt.started
+                timed_out.append(
+                    Outcome(attempt, error=HandlerTimeout(f"handler ran over its {seconds:g} s"))
+                )
+        return timed_out
+
+    def lose(self, job_id: uuid.UUID) -> Attempt | None:
+        """The claim on `job_id` is gone (cancelled, rescued): tell the handler, drop it."""
+        attempt = self.running.pop(job_id, None)
+        if attempt is not None:
+            attempt.context.cancel_event.set()
+            self._abandon(attempt)
+        return attempt
+
+    def stop(self) -> None:
+        """Let idle threads exit; running handlers keep their (daemon) threads."""
+        for _ in range(self._threads):
+            self._tasks.put(None)
+
+    def _abandon(self, attempt: Attempt) -> bool:
+        with self._lock:
+            if attempt.finished:
+                return False
+            attempt.abandoned = True
+        attempt.context.cancel_event.set()
+        self._spawn()
+        return True
+
+    def _spawn(self) -> None:
+        with self._lock:
+            self._threads += 1
+            name = f"handler-{self._threads}"
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def _serve(self) -> None:
+        while (attempt := self._tasks.get()) is not None:
+            outcome = self._run(attempt)
+            with self._lock:
+                attempt.finished = True
+                leave = attempt.abandoned
+            self._inbox.put(("outcome", outcome))
+            if leave:
+                break
+        with self._lock:
+            self._threads -= 1
+
+    @staticmethod
+    def _run(attempt: Attempt) -> Outcome:
+        try:
+            if attempt.spec is None:
+                raise HandlerMissing(f"no handler for job type {attempt.job.type!r} here")
+            result = attempt.spec.func(attempt.context)
+            # Checked here so that one bad result cannot fail its whole completion batch.
+            json.dumps(result)
+        except Exception as error:
+            return Outcome(attempt, error=error)
+        finally:
+            close_old_connections()
+        return Outcome(attempt, result=result)

@@ -1,0 +1,76 @@
+"""Wake-up: PostgreSQL LISTEN on the channel that `jobs.state` notifies when a job becomes
+runnable (created, retried from the DLQ, released by its dependency, rescued) or is
+cancelled.
+
+NOTIFY is delivered at commit, so a worker never hears of a job it cannot see yet, and a
+rolled-back enqueue wakes nobody. The listener runs on its own thread and connection and
+posts each payload to the worker's inbox; after every (re)connect it also posts a "feed"
+request, because whatever was notified while it was away is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from queue import SimpleQueue
+from typing import Any
+
+import psycopg
+from django.db import connection
+from psycopg import sql
+
+logger = logging.getLogger(__name__)
+
+
+def connection_params() -> dict[str, Any]:
+    """psycopg connect() arguments for the database Django uses."""
+    db = connection.settings_dict
+    params: dict[str, Any] = {
+        "dbname": db["NAME"],
+        "user": db["USER"] or None,
+        "password": db["PASSWORD"] or None,
+        "host": db["HOST"] or None,
+        "port": db["PORT"] or None,
+        "application_name": "scheduler-worker-listen",
+        "connect_timeout": 5,
+    }
+    return {key: value for key, value in params.items() if value is not None}
+
+
+class Listener:
+    """LISTEN `channel` and post ("notify", payload) and ("feed", None) to `inbox`."""
+
+    POLL_SECONDS = 0.5
+    MAX_BACKOFF_SECONDS = 10.0
+
+    def __init__(self, channel: str, inbox: SimpleQueue[Any]) -> None:
+        self.channel = channel
+        self._inbox = inbox
+        self._params = connection_params()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="listener", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2 * self.POLL_SECONDS)
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(**self._params, autocommit=True) as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                    self._inbox.put(("feed", None))
+                    backoff = 0.5
+                    while not self._stop.is_set():
+                        for notify in conn.notifies(timeout=self.POLL_SECONDS):
+                            self._inbox.put(("notify", notify.payload))
+            except psycopg.Error as exc:
+                logger.warning(
+                    "wake-up listener lost its connection, retrying in %.1f s: %s", backoff, exc
+                )
+                self._stop.wait(backoff)
+                backoff = min(self.MAX_BACKOFF_SECONDS, backoff * 2)

@@ -1,0 +1,474 @@
+"""The worker: one process that claims runnable jobs and runs their handlers.
+
+One main thread owns the loop and every database call; handlers run on the processor's
+threads; a listener thread waits on PostgreSQL LISTEN. They all talk to the loop through
+one inbox, so the loop sleeps exactly until something happens: an outcome, a wake-up, a
+timer, a maintenance unit falling due, or a signal.
+
+Each turn of the loop:
+1. takes what arrived in the inbox (outcomes, notifications, feed requests);
+2. runs the maintenance units that are due (heartbeat, rescuer, feeder, claim watch);
+3. moves jobs whose time has come from the timer heap into the scheduler;
+4. fails the attempts over their timeout, and reports outcomes in batches (one
+   `complete` for all successes, one `fail` per failure, after writing their logs);
+5. pops the most urgent jobs from the scheduler, as many as there are free handler
+   threads, and claims them in one statement (jobs another worker took are dropped).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from queue import Empty, SimpleQueue
+from types import FrameType
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, connection, transaction
+from django.utils import timezone
+
+from jobs import state
+from jobs.models import Worker as WorkerRow
+from jobs.models import WorkerStatus
+from jobs.stats import stats_publisher
+
+from .maintenance import ClaimWatch, Feeder, Heartbeat, Rescuer, Unit, runnable_jobs
+from .outcome import describe
+from .processor import Outcome, Processor
+from .schedulers import ScheduledJob, make_scheduler
+from .wakeup import Listener
+
+logger = logging.getLogger(__name__)
+
+# How often the logs of long-running attempts are written while they run.
+_LOG_FLUSH_SECONDS = 1.0
+# A job counts as due this long after its time: the job object's times are cut to the
+# millisecond, and a claim a hair too early finds the job not due and drops it.
+_CLOCK_MARGIN = timedelta(milliseconds=5)
+_MAX_DB_BACKOFF_SECONDS = 10.0
+_DB_ERRORS = (DatabaseError, InterfaceError)
+
+
+@dataclass
+class _Timed:
+    unit: Unit
+    due: float = 0.0
+
+
+class Worker:
+    """Run jobs until stopped (`--once`: until nothing is due; `--max-jobs`: until N ran)."""
+
+    def __init__(
+        self,
+        *,
+        scheduler: str = "heap",
+        concurrency: int | None = None,
+        once: bool = False,
+        max_jobs: int | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.scheduler_name = scheduler
+        self.scheduler = make_scheduler(scheduler)
+        self.concurrency = concurrency or settings.SCHEDULER_CONCURRENCY
+        self.once = once
+        self.max_jobs = max_jobs
+        self.rng = rng or random.Random()  # noqa: S311 - backoff jitter, not security
+        self.id = uuid.uuid4()
+        self.inbox: SimpleQueue[tuple[str, Any]] = SimpleQueue()
+        self.processor = Processor(self.concurrency, self.inbox, settings.SCHEDULER_HANDLER_TIMEOUT)
+        self.listener = Listener(state.RUNNABLE_CHANNEL, self.inbox)
+        self.claimed_total = 0
+        self.signals = 0
+        self._later: list[tuple[datetime, int, ScheduledJob]] = []
+        self._later_at: dict[uuid.UUID, datetime] = {}
+        self._unreported: list[Outcome] = []
+        self._stop_deadline: float | None = None
+        self._next_log_flush = 0.0
+        self._units: list[_Timed] = []
+        self.feeder: Feeder
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Work until told to stop; the process exit code (0: stopped cleanly)."""
+        self._install_signal_handlers()
+        stats_publisher.throttle(settings.SCHEDULER_STATS_INTERVAL)
+        if not self._with_database(self._register):
+            return 0
+        self._build_units()
+        self.listener.start()
+        logger.info(
+            "worker %s started: scheduler=%s concurrency=%d",
+            self.id,
+            self.scheduler_name,
+            self.concurrency,
+        )
+        forced = False
+        try:
+            forced = self._loop()
+        finally:
+            self.listener.stop()
+            self.processor.stop()
+            self._with_database(lambda: self._finish(forced))
+            stats_publisher.flush()
+        logger.info("worker %s stopped (%s)", self.id, "forced" if forced else "clean")
+        return 1 if forced else 0
+
+    def _register(self) -> None:
+        now = timezone.now()
+        WorkerRow.objects.create(
+            id=self.id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            status=WorkerStatus.RUNNING,
+            scheduler=self.scheduler_name,
+            concurrency=self.concurrency,
+            started_at=now,
+            heartbeat_at=now,
+        )
+
+    def _finish(self, forced: bool) -> None:
+        if forced:
+            self._exchange(claim=False)
+        if forced and self.processor.running:
+            released = state.release(self.id, "Worker stopped before the job finished.")
+            logger.warning("returned %d running jobs to pending", len(released))
+        WorkerRow.objects.filter(id=self.id).update(
+            status=WorkerStatus.STOPPED, stopped_at=timezone.now()
+        )
+
+    def _build_units(self) -> None:
+        heartbeat = settings.SCHEDULER_HEARTBEAT_INTERVAL
+        worker_timeout = settings.SCHEDULER_WORKER_TIMEOUT
+        feed_interval = settings.SCHEDULER_FEEDER_INTERVAL
+        self.feeder = Feeder(
+            self._offer,
+            interval=feed_interval,
+            # Jobs due before the next feed go on the timer heap, so they start on time.
+            lookahead=timedelta(seconds=feed_interval * 1.5),
+            limit=settings.SCHEDULER_FEEDER_LIMIT,
+        )
+        rescuer = Rescuer(
+            self._offer,
+            # A dead worker's jobs come back within about 1.5 worker timeouts.
+            interval=max(0.2, worker_timeout / 2),
+            stuck_after=timedelta(seconds=settings.SCHEDULER_STUCK_AFTER),
+            worker_timeout=timedelta(seconds=worker_timeout),
+        )
+        claims = ClaimWatch(self._held_claims, self._lose, interval=min(1.0, heartbeat))
+        self._units = [
+            _Timed(Heartbeat(self.id, heartbeat)),
+            _Timed(rescuer),
+            _Timed(self.feeder),
+            _Timed(claims),
+        ]
+
+    def _install_signal_handlers(self) -> None:
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            self.signals += 1
+            # SimpleQueue.put is reentrant: safe from a signal handler, and it wakes the loop.
+            self.inbox.put(("signal", signum))
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def _loop(self) -> bool:
+        """Run until done; True when stopped by force (second signal or grace over)."""
+        failures = 0
+        wait = 0.0
+        stopping_marked = False
+        while True:
+            self._receive(wait)
+            if self.signals >= 2:
+                return True
+            if self.signals == 1 and not stopping_marked:
+                stopping_marked = True
+                self._begin_stop()
+            try:
+                wait = self._turn()
+                failures = 0
+            except _DB_ERRORS as exc:
+                failures += 1
+                wait = min(_MAX_DB_BACKOFF_SECONDS, 0.25 * 2**failures)
+                logger.error(
+                    "database unavailable (%s); retrying in %.1f s", exc.__class__.__name__, wait
+                )
+                _reset_connection()
+                continue
+            if wait < 0:
+                return False
+            if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
+                logger.warning("shutdown grace period over with jobs still running")
+                return True
+
+    def _begin_stop(self) -> None:
+        logger.info("stopping: no new claims, waiting for %d running", len(self.processor.running))
+        self._stop_deadline = time.monotonic() + settings.SCHEDULER_SHUTDOWN_GRACE
+        self._with_database(
+            lambda: WorkerRow.objects.filter(id=self.id).update(status=WorkerStatus.STOPPING)
+        )
+
+    def _turn(self) -> float:
+        """One pass; how long the loop may sleep before the next, or -1 to finish."""
+        now = time.monotonic()
+        for timed in self._units:
+            if now >= timed.due:
+                timed.unit.run_once()
+                timed.due = time.monotonic() + timed.unit.interval
+        self._promote_timers()
+        self._unreported += self.processor.expired(time.monotonic())
+        if now >= self._next_log_flush:
+            self._flush_running_logs()
+            self._next_log_flush = now + _LOG_FLUSH_SECONDS
+        stopping = self.signals > 0
+        self._exchange(claim=not stopping)
+        stats_publisher.flush()
+
+        busy = bool(self.processor.running or self._unreported)
+        if not busy and (stopping or self._quota_reached()):
+            return -1
+        if self.once and not busy and not self.scheduler:
+            # Make sure nothing became due since the last feed before leaving.
+            entries, _ = runnable_jobs(limit=settings.SCHEDULER_CLAIM_BATCH)
+            if not self._offer(entries):
+                return -1
+            return 0.0
+        if self.feeder.truncated and not self.scheduler:
+            self._units[2].due = 0.0
+            return 0.0
+        if self.scheduler and self.processor.free_slots and not stopping:
+            return 0.0
+        return self._sleep_budget()
+
+    def _sleep_budget(self) -> float:
+        now = time.monotonic()
+        wake = min(timed.due for timed in self._units)
+        if self._later:
+            wake = min(
+                wake, now + (self._later[0][0] + _CLOCK_MARGIN - timezone.now()).total_seconds()
+            )
+        deadlines = [a.deadline for a in self.processor.running.values() if a.deadline]
+        if deadlines:
+            wake = min(wake, *deadlines)
+        if self.processor.running:
+            wake = min(wake, self._next_log_flush)
+        # Wake at least this often so a throttled `stats.updated` is never left stale.
+        return max(0.0, min(wake - now, settings.SCHEDULER_STATS_INTERVAL))
+
+    def _receive(self, wait: float) -> None:
+        """Take everything in the inbox, waiting up to `wait` seconds for the first item."""
+        try:
+            kind, value = self.inbox.get(timeout=wait) if wait > 0 else self.inbox.get_nowait()
+        except Empty:
+            return
+        while True:
+            if kind == "outcome":
+                if self.processor.accept(value):
+                    self._unreported.append(value)
+            elif kind == "notify":
+                self._on_notify(value)
+            elif kind == "feed":
+                self._units[2].due = 0.0
+            try:
+                kind, value = self.inbox.get_nowait()
+            except Empty:
+                return
+
+    def _on_notify(self, payload: str) -> None:
+        message = _decode(payload)
+        if message is None:
+            return
+        if "cancelled" in message:
+            job_id = uuid.UUID(message["cancelled"])
+            if self.processor.lose(job_id) is not None:
+                logger.info("job %s was cancelled while running", job_id)
+        elif "id" in message:
+            self._offer([ScheduledJob.from_row(message)])
+        elif message.get("feed"):
+            self._units[2].due = 0.0
+
+    # --- the scheduler and the timers --------------------------------------------------------
+
+    def _offer(self, entries: list[ScheduledJob]) -> int:
+        """Take in runnable jobs: due ones into the scheduler, later ones on the timer heap."""
+        new = 0
+        horizon = timezone.now() - _CLOCK_MARGIN
+        for entry in entries:
+            if entry.job_id in self.processor.running:
+                continue
+            if entry.ready_at <= horizon:
+                new += entry.job_id not in self.scheduler
+                self.scheduler.insert(entry)
+                self._later_at.pop(entry.job_id, None)
+            elif self._later_at.get(entry.job_id) != entry.ready_at:
+                new += 1
+                self._later_at[entry.job_id] = entry.ready_at
+                heapq.heappush(self._later, (entry.ready_at, entry.job_id.int, entry))
+        return new
+
+    def _promote_timers(self) -> None:
+        horizon = timezone.now() - _CLOCK_MARGIN
+        while self._later and self._later[0][0] <= horizon:
+            ready_at, _, entry = heapq.heappop(self._later)
+            # A stale timer (the job was re-offered with another time) is skipped.
+            if self._later_at.get(entry.job_id) == ready_at:
+                del self._later_at[entry.job_id]
+                self.scheduler.insert(entry)
+
+    def _quota_reached(self) -> bool:
+        return self.max_jobs is not None and self.claimed_total >= self.max_jobs
+
+    def _exchange(self, *, claim: bool) -> None:
+        """Report finished attempts and claim new jobs in one transaction.
+
+        One commit per turn instead of two: with a durable commit costing milliseconds, that
+        is most of the difference in throughput. Handlers start only after the commit, and
+        nothing local changes when the transaction fails (it is all retried next turn).
+        """
+        outcomes = self._unreported
+        popped = self._pop_for_claim() if claim else []
+        if not outcomes and not popped:
+            return
+        try:
+            with transaction.atomic():
+                offers = self._report(outcomes)
+                claimed = []
+                if popped:
+                    claimed = state.claim(self.id, len(popped), [e.job_id for e in popped])
+        except _DB_ERRORS:
+            for entry in popped:
+                self.scheduler.insert(entry)
+            raise
+        self._unreported = []
+        self._offer(offers)
+        # Jobs popped but not claimed were taken by another worker (or cancelled): dropped.
+        self.claimed_total += len(claimed)
+        for job in claimed:
+            self.processor.start(job)
+
+    def _pop_for_claim(self) -> list[ScheduledJob]:
+        limit = min(self.processor.free_slots, settings.SCHEDULER_CLAIM_BATCH, len(self.scheduler))
+        if self.max_jobs is not None:
+            limit = min(limit, self.max_jobs - self.claimed_total)
+        return [self.scheduler.pop() for _ in range(max(0, limit))]
+
+    # --- outcomes ----------------------------------------------------------------------------
+
+    def _report(self, outcomes: list[Outcome]) -> list[ScheduledJob]:
+        """Record outcomes; the jobs that became runnable through them (retries, next slots
+        of recurring series, released dependents), for this worker's scheduler. The other
+        workers hear of those through NOTIFY."""
+        for outcome in outcomes:
+            self._flush_logs(outcome)
+        offers = [entry for o in outcomes if o.error is not None for entry in self._fail(o)]
+        successes = [
+            state.Success(o.attempt.job.id, o.attempt.job.attempt_id, o.result, o.finished_at)
+            for o in outcomes
+            if o.error is None
+        ]
+        if successes:
+            report = state.complete(successes, self.id)
+            offers += [
+                ScheduledJob.from_row({**job, "run_at": job["scheduled_at"]})
+                for job in report.created
+            ]
+            if report.released:
+                released, _ = runnable_jobs(limit=len(report.released), job_ids=report.released)
+                offers += released
+        return offers
+
+    def _fail(self, outcome: Outcome) -> list[ScheduledJob]:
+        job = outcome.attempt.job
+        error = outcome.error
+        assert error is not None  # noqa: S101 - only failures get here
+        failure = describe(
+            error,
+            attempt_number=job.attempt_number,
+            max_retries=job.max_retries,
+            rng=self.rng,
+            base_seconds=settings.SCHEDULER_BACKOFF_BASE_SECONDS,
+        )
+        failed = state.fail(
+            job.id,
+            job.attempt_id,
+            error_type=failure.error_type,
+            error_message=failure.error_message,
+            stack_trace=failure.stack_trace,
+            retry_delay=failure.retry_delay,
+            finished_at=outcome.finished_at,
+        )
+        if failed is None:
+            logger.info("outcome of job %s refused: its claim was lost", job.id)
+            return []
+        if failed["in_dlq"]:
+            return []
+        retry_at = outcome.finished_at + failure.retry_delay
+        return [ScheduledJob.from_row({**failed, "run_at": retry_at})]
+
+    def _flush_logs(self, outcome: Outcome) -> None:
+        entries = outcome.attempt.logs.take()
+        if entries:
+            job = outcome.attempt.job
+            state.append_logs(job.id, job.attempt_id, entries)
+
+    def _flush_running_logs(self) -> None:
+        for attempt in list(self.processor.running.values()):
+            entries = attempt.logs.take()
+            if entries:
+                state.append_logs(attempt.job.id, attempt.job.attempt_id, entries)
+
+    def _held_claims(self) -> dict[uuid.UUID, uuid.UUID]:
+        return {job_id: a.job.attempt_id for job_id, a in self.processor.running.items()}
+
+    def _lose(self, job_id: uuid.UUID) -> None:
+        if self.processor.lose(job_id) is not None:
+            logger.warning(
+                "job %s: claim lost (cancelled or rescued); handler told to stop", job_id
+            )
+
+    # --- database trouble ----------------------------------------------------------------------
+
+    def _with_database(self, action: Callable[[], Any]) -> bool:
+        """Run `action`, retrying with backoff while the database is unreachable.
+
+        False when a second signal asked to stop before it succeeded."""
+        delay = 0.25
+        while True:
+            try:
+                action()
+                return True
+            except _DB_ERRORS as exc:
+                logger.error("database unavailable (%s); retrying in %.1f s", exc, delay)
+                _reset_connection()
+            if self.signals >= 2:
+                return False
+            time.sleep(delay)
+            delay = min(_MAX_DB_BACKOFF_SECONDS, delay * 2)
+
+
+def _reset_connection() -> None:
+    try:
+        connection.close()
+    except _DB_ERRORS:
+        logger.debug("closing the broken connection failed", exc_info=True)
+
+
+def _decode(payload: str) -> dict[str, Any] | None:
+    try:
+        message = json.loads(payload)
+    except ValueError:
+        logger.warning("ignored a malformed wake-up payload: %r", payload[:200])
+        return None
+    return message if isinstance(message, dict) else None
