@@ -97,6 +97,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # The console is a package of the `jobs` app, not an app: name its tag library.
+            "libraries": {"console": "jobs.console.templatetags.console"},
         },
     },
 ]

@@ -1,3 +1,26 @@
-from django.urls import URLPattern
+from django.urls import path
 
-urlpatterns: list[URLPattern] = []
+from . import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("dashboard/<slug:part>", views.dashboard_part, name="dashboard-part"),
+    path("jobs", views.ledger, name="ledger"),
+    path("jobs/new", views.job_new, name="job-new"),
+    path("jobs/<uuid:job_id>", views.job_detail, name="job-detail"),
+    path("jobs/<uuid:job_id>/row", views.job_row, name="job-row"),
+    path("jobs/<uuid:job_id>/cancel", views.job_cancel, name="job-cancel"),
+    path("jobs/<uuid:job_id>/retry", views.job_retry, name="job-retry"),
+    path("jobs/<uuid:job_id>/purge", views.job_purge, name="job-purge"),
+    path("dlq", views.dlq_overview, name="dlq"),
+    path("dlq/retry", views.dlq_bulk_retry, name="dlq-retry"),
+    path("dlq/empty", views.dlq_empty, name="dlq-empty"),
+    path("dlq/<uuid:job_id>", views.dlq_detail, name="dlq-detail"),
+    path("settings", views.settings_page, name="settings"),
+    path("settings/preferences", views.save_preferences, name="preferences"),
+    path("settings/webhooks", views.webhook_create, name="webhook-create"),
+    path("settings/webhooks/<int:webhook_id>/delete", views.webhook_delete, name="webhook-delete"),
+    path("settings/webhooks/<int:webhook_id>/test", views.webhook_test, name="webhook-test"),
+]

@@ -1,0 +1,89 @@
+"""Who may see and do what in the console, and the per-user display preferences.
+
+Every console view goes through `console_view`: it sends anonymous users to the login
+page, refuses actions to viewers with a 403 (the buttons are hidden too, but the server
+is what enforces it), and renders in the user's time zone.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import Any, cast
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import render
+from django.utils import timezone
+from django_htmx.middleware import HtmxDetails
+
+from jobs.models import Job, UserPreference
+from jobs.roles import is_operator
+
+
+class ConsoleRequest(HttpRequest):
+    """What `console_view` guarantees on the request it passes on."""
+
+    htmx: HtmxDetails
+    user: User
+    preferences: UserPreference
+    can_act: bool
+
+
+ConsoleView = Callable[..., HttpResponse]
+
+
+def preferences_of(user: User) -> UserPreference:
+    """The user's saved preferences, or the defaults (not saved until changed)."""
+    return UserPreference.objects.filter(user=user).first() or UserPreference(user=user)
+
+
+def user_time_zone(preferences: UserPreference) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(preferences.time_zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return zoneinfo.ZoneInfo(settings.TIME_ZONE)
+
+
+def console_view(
+    *, methods: Sequence[str] = ("GET",), operator: bool = False
+) -> Callable[[ConsoleView], ConsoleView]:
+    def decorate(view: ConsoleView) -> ConsoleView:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if request.method not in methods:
+                return HttpResponseNotAllowed(methods)
+            console_request = cast(ConsoleRequest, request)
+            console_request.preferences = preferences_of(console_request.user)
+            console_request.can_act = is_operator(console_request.user)
+            with timezone.override(user_time_zone(console_request.preferences)):
+                if operator and not console_request.can_act:
+                    return refuse(console_request)
+                return view(console_request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def refuse(request: ConsoleRequest) -> HttpResponse:
+    template = "console/partials/refused.html" if request.htmx else "console/403.html"
+    return page(request, template, {}, status=403)
+
+
+def page(
+    request: ConsoleRequest, template: str, context: dict[str, Any], status: int = 200
+) -> HttpResponse:
+    """Render with what every console template relies on (user preferences, role, DLQ size)."""
+    base = {
+        "preferences": request.preferences,
+        "can_act": request.can_act,
+        "time_zone": timezone.get_current_timezone_name(),
+        "dlq_count": Job.objects.filter(in_dlq=True).count() if not request.htmx else None,
+    }
+    return render(request, template, {**base, **context}, status=status)

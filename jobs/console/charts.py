@@ -1,0 +1,231 @@
+"""Charts drawn on the server as inline SVG: readable without JavaScript, themed by CSS.
+
+Every chart has a `<title>` and text labels for its values, so the numbers are there for a
+screen reader and for a page saved without its scripts. Colours come from classes that
+`static/console.css` styles for the light and the dark theme.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+WIDTH = 560
+
+
+def _truncate(text: str, length: int) -> str:
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def _svg(title: str, height: int, body: Sequence[str], css_class: str) -> SafeString:
+    return format_html(
+        '<svg class="chart {}" viewBox="0 0 {} {}" role="img" aria-label="{}" '
+        'preserveAspectRatio="xMinYMin meet"><title>{}</title>{}</svg>',
+        css_class,
+        WIDTH,
+        height,
+        title,
+        title,
+        mark_safe("".join(body)),  # noqa: S308 - every part below is built with format_html
+    )
+
+
+def _empty(message: str) -> SafeString:
+    return format_html('<p class="chart-empty">{}</p>', message)
+
+
+def bar_chart(
+    items: Sequence[tuple[str, int]], *, title: str, empty: str = "Nothing to show."
+) -> SafeString:
+    """Horizontal bars, one per (label, value), largest first as given."""
+    if not items:
+        return _empty(empty)
+    row, label_width, value_room = 30, 210, 56
+    bar_room = WIDTH - label_width - value_room
+    top = max(value for _, value in items) or 1
+    body = []
+    for index, (label, value) in enumerate(items):
+        y = index * row
+        width = max(2.0, bar_room * value / top)
+        body.append(
+            format_html(
+                '<g class="chart-row"><title>{}: {}</title>'
+                '<text class="chart-label" x="0" y="{}">{}</text>'
+                '<rect class="chart-bar" x="{}" y="{}" width="{}" height="18" rx="4"></rect>'
+                '<text class="chart-value" x="{}" y="{}">{}</text></g>',
+                label,
+                value,
+                y + 18,
+                _truncate(label, 30),
+                label_width,
+                y + 5,
+                round(width, 1),
+                round(label_width + width + 8, 1),
+                y + 18,
+                value,
+            )
+        )
+    return _svg(title, len(items) * row + 4, body, "chart-bars")
+
+
+def time_series(
+    buckets: Sequence[tuple[datetime, int]], *, title: str, empty: str = "Nothing to show."
+) -> SafeString:
+    """Vertical bars per time bucket (hours), with an hour label every few bars."""
+    if not any(value for _, value in buckets):
+        return _empty(empty)
+    height, axis, left = 170, 22, 34
+    plot_height = height - axis - 10
+    step = (WIDTH - left) / len(buckets)
+    top = max(value for _, value in buckets)
+    body = [
+        format_html(
+            '<text class="chart-axis" x="0" y="14">{}</text>'
+            '<line class="chart-grid" x1="{}" y1="10" x2="{}" y2="10"></line>'
+            '<line class="chart-grid" x1="{}" y1="{}" x2="{}" y2="{}"></line>',
+            top,
+            left,
+            WIDTH,
+            left,
+            10 + plot_height,
+            WIDTH,
+            10 + plot_height,
+        )
+    ]
+    label_every = max(1, len(buckets) // 8)
+    for index, (moment, value) in enumerate(buckets):
+        x = left + index * step
+        bar = plot_height * value / top
+        hour = timezone.localtime(moment).strftime("%H:00")
+        body.append(
+            format_html(
+                '<g class="chart-row"><title>{}: {}</title>'
+                '<rect class="chart-bar" x="{}" y="{}" width="{}" height="{}" '
+                'rx="2"></rect></g>',
+                timezone.localtime(moment).strftime("%Y-%m-%d %H:00"),
+                value,
+                round(x + 1, 1),
+                round(10 + plot_height - bar, 1),
+                round(max(1.0, step - 2), 1),
+                round(bar, 1),
+            )
+        )
+        if index % label_every == 0:
+            body.append(
+                format_html(
+                    '<text class="chart-axis" x="{}" y="{}">{}</text>',
+                    round(x + 1, 1),
+                    height - 4,
+                    hour,
+                )
+            )
+    return _svg(title, height, body, "chart-columns")
+
+
+@dataclass(frozen=True)
+class TimelineAttempt:
+    number: int
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    error_type: str | None
+
+
+def retry_timeline(
+    attempts: Sequence[TimelineAttempt], *, end_label: str, end_at: datetime
+) -> SafeString:
+    """Attempts on a time line: a block per attempt, the backoff wait between them, and the
+    outcome (`end_label`, e.g. "DLQ") at `end_at`. Gaps are drawn to scale on a log-like
+    axis, so a 1 s and a 25 s backoff both stay visible."""
+    if not attempts:
+        return _empty("No attempt yet.")
+    ordered = sorted(attempts, key=lambda a: a.started_at)
+    # Each segment (attempt or wait) gets a width growing with the square root of its
+    # duration: backoff grows 5x per attempt, and a linear axis would hide the first ones.
+    segments: list[tuple[str, float, TimelineAttempt | None]] = []
+    cursor = ordered[0].started_at
+    for current in ordered:
+        gap = (current.started_at - cursor).total_seconds()
+        if gap > 0:
+            segments.append(("wait", gap, None))
+        finished = current.finished_at or end_at
+        segments.append(
+            ("attempt", max(0.0, (finished - current.started_at).total_seconds()), current)
+        )
+        cursor = max(cursor, finished)
+    left, right = 8, 70
+    weights = [max(0.5, duration) ** 0.5 for _, duration, _ in segments]
+    scale = (WIDTH - left - right) / sum(weights)
+    body = [
+        format_html(
+            '<line class="chart-grid" x1="{}" y1="46" x2="{}" y2="46"></line>', left, WIDTH - right
+        )
+    ]
+    x = float(left)
+    for (kind, duration, attempt), weight in zip(segments, weights, strict=True):
+        width = weight * scale
+        if kind == "wait":
+            body.append(
+                format_html(
+                    '<g><title>waited {}</title><line class="timeline-wait" x1="{}" y1="46" '
+                    'x2="{}" y2="46"></line><text class="chart-axis" x="{}" y="70" '
+                    'text-anchor="middle">{}</text></g>',
+                    _duration(duration),
+                    round(x, 1),
+                    round(x + width, 1),
+                    round(x + width / 2, 1),
+                    _duration(duration),
+                )
+            )
+        elif attempt is not None:
+            started = timezone.localtime(attempt.started_at).strftime("%H:%M:%S")
+            body.append(
+                format_html(
+                    "<g><title>attempt {} {} at {} ({}){}</title>"
+                    '<rect class="timeline-attempt timeline-{}" x="{}" y="34" width="{}" '
+                    'height="24" rx="5"></rect>'
+                    '<text class="chart-label" x="{}" y="24">#{} {}</text>'
+                    '<text class="chart-axis" x="{}" y="88">{}</text></g>',
+                    attempt.number,
+                    attempt.status,
+                    started,
+                    _duration(duration),
+                    f": {attempt.error_type}" if attempt.error_type else "",
+                    attempt.status,
+                    round(x, 1),
+                    round(max(6.0, width), 1),
+                    round(x, 1),
+                    attempt.number,
+                    attempt.status,
+                    round(x, 1),
+                    started,
+                )
+            )
+        x += width
+    body.append(
+        format_html(
+            '<g><title>{} at {}</title><circle class="timeline-end" cx="{}" cy="46" r="7">'
+            '</circle><text class="chart-label" x="{}" y="51">{}</text></g>',
+            end_label,
+            timezone.localtime(end_at).strftime("%H:%M:%S"),
+            round(x + 10, 1),
+            round(x + 22, 1),
+            end_label,
+        )
+    )
+    return _svg(f"Retry timeline: {len(ordered)} attempts, then {end_label}", 96, body, "timeline")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

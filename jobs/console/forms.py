@@ -1,0 +1,117 @@
+"""Forms of the console. They parse what a browser sends; the rules stay in `jobs.state`."""
+
+from __future__ import annotations
+
+import json
+import zoneinfo
+from functools import cache
+from typing import Any
+
+from django import forms
+
+from jobs.models import RecurInterval, Theme, UserPreference
+from jobs.webhooks import DELIVERABLE_EVENT_TYPES
+from worker.registry import registry
+
+PRIORITY_CHOICES = [(1, "1 · high"), (2, "2 · normal"), (3, "3 · low")]
+PAGE_SIZES = [10, 20, 50, 100]
+
+
+@cache
+def time_zone_choices() -> list[tuple[str, str]]:
+    return [(name, name) for name in sorted(zoneinfo.available_timezones())]
+
+
+class DateTimeLocalInput(forms.DateTimeInput):
+    input_type = "datetime-local"
+
+    def __init__(self) -> None:
+        super().__init__(format="%Y-%m-%dT%H:%M")
+
+
+def add_details(form: forms.Form, details: dict[str, list[str]]) -> None:
+    """Put a `JobValidationError`'s details next to the fields they name.
+
+    `payload.to` belongs to the payload field, and keeps its path in the message so the
+    operator sees which key of the JSON is wrong.
+    """
+    for key, messages in details.items():
+        field, _, rest = key.partition(".")
+        target = field if field in form.fields else None
+        for message in messages:
+            form.add_error(target, f"{key}: {message}" if rest or target is None else message)
+
+
+class CreateJobForm(forms.Form):
+    type = forms.ChoiceField(choices=())
+    payload = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
+        initial="{}",
+        help_text="A JSON object, checked against the job type's schema.",
+    )
+    priority = forms.TypedChoiceField(choices=PRIORITY_CHOICES, coerce=int, initial=2)
+    scheduled_at = forms.DateTimeField(
+        required=False,
+        widget=DateTimeLocalInput(),
+        label="Scheduled time",
+        help_text="In your time zone. Empty means now.",
+    )
+    recur_interval = forms.ChoiceField(
+        required=False,
+        choices=[("", "Runs once"), *RecurInterval.choices],
+        label="Interval",
+    )
+    depends_on = forms.UUIDField(
+        required=False,
+        label="Depends on",
+        help_text="Id of a job that must complete first.",
+        widget=forms.TextInput(attrs={"placeholder": "3f7a1c2d-…", "class": "mono"}),
+    )
+    max_retries = forms.IntegerField(
+        required=False, min_value=1, max_value=10, label="Attempts", help_text="1 to 10; default 3."
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = registry.names()
+        self.fields["type"].choices = [(name, name) for name in names]  # type: ignore[attr-defined]
+        self.schemas = {name: registry.get(name).schema for name in names}
+
+    def clean_payload(self) -> Any:
+        text = self.cleaned_data["payload"]
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+            ) from exc
+
+
+class PreferenceForm(forms.ModelForm):
+    time_zone = forms.ChoiceField(choices=time_zone_choices, label="Time zone")
+    page_size = forms.TypedChoiceField(
+        choices=[(n, f"{n} rows") for n in PAGE_SIZES], coerce=int, label="Rows per page"
+    )
+    theme = forms.ChoiceField(choices=Theme.choices, widget=forms.RadioSelect, label="Theme")
+
+    class Meta:
+        model = UserPreference
+        fields = ["time_zone", "page_size", "theme"]
+
+
+class WebhookForm(forms.Form):
+    url = forms.CharField(
+        label="URL", widget=forms.URLInput(attrs={"placeholder": "https://example.com/hooks"})
+    )
+    event_types = forms.MultipleChoiceField(
+        choices=[(name, name) for name in DELIVERABLE_EVENT_TYPES],
+        widget=forms.CheckboxSelectMultiple,
+        label="Events to send",
+        # jobs.webhooks owns the rule (at least one); its message shows next to the boxes.
+        required=False,
+    )
+    secret = forms.CharField(
+        label="Signing secret",
+        help_text="Deliveries carry an HMAC-SHA256 signature made with it.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "class": "mono"}),
+    )

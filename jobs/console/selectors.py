@@ -1,0 +1,291 @@
+"""What the console pages read. Writes go through `jobs.state`; nothing here changes a job."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from jobs.models import (
+    AttemptStatus,
+    Job,
+    JobAttempt,
+    JobDependency,
+    JobStatus,
+    Worker,
+    WorkerStatus,
+)
+from jobs.stats import current_stats
+
+# Stat cards in display order: (key in the stats object, label, status pill they match).
+STAT_CARDS = (
+    ("pending", "Pending", "pending"),
+    ("processing", "Processing", "processing"),
+    ("completed", "Completed", "completed"),
+    ("failed", "Retrying", "retrying"),
+    ("dlq", "Dead letters", "dlq"),
+    ("cancelled", "Cancelled", "cancelled"),
+)
+
+# The event a job's current state would have produced, for the log feed's history.
+_STATE_EVENT = {
+    "pending": "job.created",
+    "blocked": "job.created",
+    "processing": "job.started",
+    "completed": "job.completed",
+    "retrying": "job.retry_scheduled",
+    "dlq": "job.dlq_entry",
+    "cancelled": "job.cancelled",
+}
+
+
+def display_state(status: str, in_dlq: bool, pending_dependencies: int = 0) -> str:
+    """The state an operator thinks in: a failed job is either retrying or a dead letter."""
+    if status == JobStatus.FAILED:
+        return "dlq" if in_dlq else "retrying"
+    if status == JobStatus.PENDING and pending_dependencies:
+        return "blocked"
+    return str(status)
+
+
+def job_state(job: Job) -> str:
+    return display_state(job.status, job.in_dlq, job.pending_dependencies)
+
+
+@dataclass(frozen=True)
+class StatCard:
+    key: str
+    label: str
+    state: str
+    value: int
+
+
+def stat_cards(stats: dict[str, int] | None = None) -> list[StatCard]:
+    stats = stats if stats is not None else current_stats()
+    return [StatCard(key, label, state, stats.get(key, 0)) for key, label, state in STAT_CARDS]
+
+
+def active_jobs(limit: int = 12) -> list[Job]:
+    """Running jobs first (oldest claim first), then jobs waiting for their next attempt."""
+    running = list(
+        Job.objects.filter(status=JobStatus.PROCESSING)
+        .select_related("worker")
+        .order_by("started_at")[:limit]
+    )
+    waiting = list(
+        Job.objects.filter(status=JobStatus.FAILED, in_dlq=False).order_by("next_retry_at")[
+            : max(0, limit - len(running))
+        ]
+    )
+    return running + waiting
+
+
+@dataclass(frozen=True)
+class DlqInsight:
+    count: int
+    newest: list[Job]
+    top_types: list[tuple[str, int]]
+
+
+def dlq_insight(newest: int = 5, top: int = 5) -> DlqInsight:
+    dlq = Job.objects.filter(in_dlq=True)
+    return DlqInsight(
+        count=dlq.count(),
+        newest=list(dlq.order_by("-updated_at")[:newest]),
+        top_types=failures_by_type(top),
+    )
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    worker: Worker
+    stale: bool
+    current_jobs: list[Job]
+
+
+def node_health(limit: int = 12) -> list[NodeHealth]:
+    """Live workers, then the most recently stopped ones; stale heartbeats are flagged."""
+    now = timezone.now()
+    stale_before = now - timedelta(seconds=settings.CONSOLE_STALE_WORKER_SECONDS)
+    live = [WorkerStatus.RUNNING, WorkerStatus.STOPPING]
+    workers = list(Worker.objects.filter(status__in=live).order_by("-started_at")[:limit])
+    if len(workers) < limit:
+        workers += list(
+            Worker.objects.exclude(status__in=live)
+            .filter(heartbeat_at__gte=now - timedelta(hours=1))
+            .order_by("-heartbeat_at")[: limit - len(workers)]
+        )
+    # A worker's current job is derived: the jobs it holds in processing.
+    current: dict[uuid.UUID, list[Job]] = {}
+    for job in Job.objects.filter(
+        status=JobStatus.PROCESSING, worker_id__in=[w.id for w in workers]
+    ).order_by("started_at"):
+        assert job.worker_id is not None  # noqa: S101 - filtered on it
+        current.setdefault(job.worker_id, []).append(job)
+    return [
+        NodeHealth(
+            worker=w,
+            stale=w.status in live and w.heartbeat_at < stale_before,
+            current_jobs=current.get(w.id, []),
+        )
+        for w in workers
+    ]
+
+
+@dataclass(frozen=True)
+class FeedLine:
+    at: datetime
+    event: str
+    state: str
+    job: Job
+
+
+def log_feed(limit: int = 25) -> list[FeedLine]:
+    """The recent history the live feed starts from: each recently changed job, as the event
+    its current state came from. New lines arrive from the event stream."""
+    jobs = Job.objects.order_by("-updated_at")[:limit]
+    lines = []
+    for job in jobs:
+        state = job_state(job)
+        lines.append(FeedLine(job.updated_at, _STATE_EVENT[state], state, job))
+    return lines
+
+
+# --- the dead-letter queue -------------------------------------------------------------------
+
+
+def dlq_jobs() -> QuerySet[Job]:
+    return Job.objects.filter(in_dlq=True).order_by("-updated_at")
+
+
+def failures_by_type(limit: int = 8) -> list[tuple[str, int]]:
+    rows = (
+        Job.objects.filter(in_dlq=True)
+        .values("type")
+        .annotate(n=Count("id"))
+        .order_by("-n", "type")[:limit]
+    )
+    return [(row["type"], row["n"]) for row in rows]
+
+
+def failures_by_error(limit: int = 8) -> list[tuple[str, int]]:
+    rows = (
+        Job.objects.filter(in_dlq=True)
+        .values("last_error")
+        .annotate(n=Count("id"))
+        .order_by("-n", "last_error")[:limit]
+    )
+    return [((row["last_error"] or "(no message)").splitlines()[0], row["n"]) for row in rows]
+
+
+def failures_over_time(tz: tzinfo, hours: int = 24) -> list[tuple[datetime, int]]:
+    """Failed attempts per hour of the last `hours` hours, in the viewer's time zone."""
+    now = timezone.now().astimezone(tz)
+    last = now.replace(minute=0, second=0, microsecond=0)
+    first = last - timedelta(hours=hours - 1)
+    rows = (
+        JobAttempt.objects.filter(status=AttemptStatus.FAILED, finished_at__gte=first)
+        .annotate(hour=TruncHour("finished_at", tzinfo=tz))
+        .values("hour")
+        .annotate(n=Count("id"))
+    )
+    counts = {row["hour"]: row["n"] for row in rows}
+    buckets = [first + timedelta(hours=i) for i in range(hours)]
+    return [(bucket, counts.get(bucket, 0)) for bucket in buckets]
+
+
+# --- one job ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobGraph:
+    upstream: list[Job]
+    downstream: list[Job]
+    previous_run: Job | None
+    next_run: Job | None
+
+
+def job_with_history(job_id: uuid.UUID) -> Job | None:
+    return (
+        Job.objects.select_related("worker", "previous_run")
+        .prefetch_related("attempts__worker", "logs")
+        .filter(id=job_id)
+        .first()
+    )
+
+
+def job_graph(job: Job) -> JobGraph:
+    upstream_ids = JobDependency.objects.filter(job=job).values("depends_on_id")
+    downstream_ids = JobDependency.objects.filter(depends_on=job).values("job_id")
+    return JobGraph(
+        upstream=list(Job.objects.filter(id__in=upstream_ids).order_by("created_at")),
+        downstream=list(Job.objects.filter(id__in=downstream_ids).order_by("created_at")),
+        previous_run=job.previous_run,
+        next_run=Job.objects.filter(previous_run=job).first(),
+    )
+
+
+def bulk_retry_targets(ids: list[uuid.UUID] | None) -> QuerySet[Job]:
+    """The DLQ jobs a bulk retry would take: the selected ones, or the whole DLQ."""
+    jobs = dlq_jobs()
+    return jobs if ids is None else jobs.filter(id__in=ids)
+
+
+def job_matches(job_id: uuid.UUID, queryset: QuerySet[Job]) -> Job | None:
+    return queryset.filter(Q(id=job_id)).first()
+
+
+# --- the running configuration ----------------------------------------------------------------
+
+MASK = "••••••••"
+_SHOWN_SETTINGS = (
+    "DEBUG",
+    "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS",
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "TIME_ZONE",
+    "EMAIL_BACKEND",
+    "DEFAULT_FROM_EMAIL",
+    "LOG_LEVEL",
+)
+_SHOWN_PREFIXES = ("API_", "SCHEDULER_", "CONSOLE_", "SSE_", "WEBHOOK")
+_SECRET_WORDS = ("SECRET", "PASSWORD", "TOKEN", "PRIVATE", "CREDENTIAL")
+
+
+def mask_value(name: str, value: object) -> str:
+    """A setting as the Settings page may show it: secrets hidden, URL passwords blanked."""
+    if any(word in name.upper() for word in _SECRET_WORDS):
+        return MASK if value else "(not set)"
+    text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    try:
+        parts = urlsplit(text)
+        password = parts.password
+    except ValueError:
+        return text
+    if password:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        netloc = f"{user}:{MASK}@{host}{port}"
+        return urlunsplit(parts._replace(netloc=netloc))
+    return text
+
+
+def running_configuration() -> list[tuple[str, str]]:
+    names = [
+        *_SHOWN_SETTINGS,
+        *sorted(n for n in dir(settings) if n.startswith(_SHOWN_PREFIXES) and n.isupper()),
+    ]
+    return [
+        (name, mask_value(name, getattr(settings, name)))
+        for name in names
+        if hasattr(settings, name)
+    ]

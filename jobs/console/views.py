@@ -1,0 +1,500 @@
+"""The console's pages. Each view parses, calls `jobs.state` (or a selector), and renders.
+
+Actions answer an HTMX request with the fragment to swap (the ledger row, with the error
+in it when the action was refused), and a plain form post with a redirect, or with the
+page re-rendered around the error. Refusals are never a blank page: a 409 says what the
+job became, a 400 puts each message next to its field.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpResponse, HttpResponseRedirect, QueryDict
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from jobs import state, webhooks
+from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME_FIELDS, JobFilter
+from jobs.models import Job, RecurInterval, Webhook
+from worker.registry import registry
+
+from . import charts, selectors
+from .access import ConsoleRequest, console_view, page, refuse, user_time_zone
+from .forms import PRIORITY_CHOICES, CreateJobForm, PreferenceForm, WebhookForm, add_details
+from .templatetags.console import state_label
+
+POST = ("POST",)
+ANY = ("GET", "POST")
+
+
+# --- dashboard -------------------------------------------------------------------------------
+
+
+@console_view()
+def dashboard(request: ConsoleRequest) -> HttpResponse:
+    return page(
+        request,
+        "console/dashboard.html",
+        {
+            "cards": selectors.stat_cards(),
+            "active": selectors.active_jobs(),
+            "insight": selectors.dlq_insight(),
+            "nodes": selectors.node_health(),
+            "feed": selectors.log_feed(),
+        },
+    )
+
+
+DASHBOARD_PARTS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
+    "active": ("console/partials/active_jobs.html", lambda: {"active": selectors.active_jobs()}),
+    "dlq": ("console/partials/dlq_insight.html", lambda: {"insight": selectors.dlq_insight()}),
+    "nodes": ("console/partials/nodes.html", lambda: {"nodes": selectors.node_health()}),
+}
+
+
+@console_view()
+def dashboard_part(request: ConsoleRequest, part: str) -> HttpResponse:
+    if part not in DASHBOARD_PARTS:
+        return page(request, "console/404.html", {"what": "dashboard panel"}, status=404)
+    template, context = DASHBOARD_PARTS[part]
+    return page(request, template, context())
+
+
+# --- the jobs ledger -------------------------------------------------------------------------
+
+
+def _filter_params(query: QueryDict) -> QueryDict:
+    """The ledger's query with its `datetime-local` bounds read in the viewer's time zone:
+    JobFilter takes a naive time as UTC, the browser sends wall-clock time."""
+    params = query.copy()
+    for name in TIME_FIELDS:
+        for bound in (f"{name}_before", f"{name}_after"):
+            value = params.get(bound, "")
+            try:
+                parsed = datetime.fromisoformat(value) if "T" in value else None
+            except ValueError:
+                parsed = None
+            if parsed is not None and parsed.tzinfo is None:
+                params[bound] = timezone.make_aware(parsed).isoformat()
+    return params
+
+
+def _ledger_filter(request: ConsoleRequest) -> JobFilter:
+    return JobFilter(_filter_params(request.GET), queryset=Job.objects.all())
+
+
+@console_view()
+def ledger(request: ConsoleRequest) -> HttpResponse:
+    filterset = _ledger_filter(request)
+    valid = filterset.is_valid()
+    paginator = Paginator(
+        filterset.qs if valid else Job.objects.none(), request.preferences.page_size
+    )
+    page_obj = paginator.get_page(request.GET.get("page"))
+    ordering = request.GET.get("ordering", "")
+    return page(
+        request,
+        "console/ledger.html",
+        {
+            "page_obj": page_obj,
+            "jobs": page_obj.object_list,
+            "errors": filterset.errors if not valid else {},
+            "query": request.GET,
+            "filters_active": any(
+                k not in ("page", "ordering") and v for k, v in request.GET.items()
+            ),
+            "status_choices": STATUS_CHOICES,
+            "priority_choices": PRIORITY_CHOICES,
+            "type_choices": registry.names(),
+            "interval_choices": RecurInterval.choices,
+            "ordering_choices": [
+                (f"{sign}{field}", f"{field.replace('_', ' ')} {arrow}")
+                for field in ORDERING_FIELDS
+                for sign, arrow in (("-", "↓"), ("", "↑"))
+            ],
+            "time_open": any(
+                request.GET.get(f"{name}_{bound}")
+                for name in TIME_FIELDS
+                for bound in ("before", "after")
+            ),
+            "time_fields": [(name, name.replace("_", " ").capitalize()) for name in TIME_FIELDS],
+            # New jobs are prepended live only where they belong: newest first, first page.
+            "live_prepend": page_obj.number == 1 and ordering in ("", DEFAULT_ORDERING),
+        },
+    )
+
+
+@console_view()
+def job_row(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
+    """One ledger row, for live updates. With `match=1` only if the job passes the ledger's
+    filters (a new job prepended to a filtered ledger), else 204 and nothing is swapped."""
+    queryset = Job.objects.all()
+    if request.GET.get("match"):
+        filterset = _ledger_filter(request)
+        if not filterset.is_valid():
+            return HttpResponse(status=204)
+        queryset = filterset.qs
+    job = queryset.filter(id=job_id).first()
+    if job is None:
+        return HttpResponse(status=204)
+    return page(request, "console/partials/job_row.html", {"job": job})
+
+
+# --- actions on one job ----------------------------------------------------------------------
+
+
+def _moved_on(error: state.InvalidStateError) -> str:
+    return f"This job moved on: it is now {state_label(error.status).lower()}."
+
+
+def _next_url(request: ConsoleRequest, default: str) -> str:
+    target = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        return target
+    return default
+
+
+def _act(request: ConsoleRequest, job_id: uuid.UUID, action: str) -> HttpResponse:
+    detail_url = reverse("console:job-detail", args=[job_id])
+    try:
+        if action == "cancel":
+            state.cancel(job_id, reason="Cancelled from the console")
+            done = "Job cancelled."
+        elif action == "retry":
+            state.retry_from_dlq(job_id)
+            done = "Job retried: it left the dead-letter queue and is pending again."
+        else:
+            state.purge(job_id)
+            done = "Job purged with its attempts and logs."
+    except state.InvalidStateError as error:
+        return _refused(request, job_id, _moved_on(error), status=409)
+    except state.JobNotFound:
+        return _refused(request, job_id, "This job no longer exists.", status=404)
+    if request.htmx:
+        if action == "purge":
+            return HttpResponse("")
+        job = Job.objects.get(id=job_id)
+        return page(request, "console/partials/job_row.html", {"job": job, "notice": done})
+    messages.success(request, done)
+    default = reverse("console:dlq") if action == "purge" else detail_url
+    return redirect(_next_url(request, default))
+
+
+def _refused(request: ConsoleRequest, job_id: uuid.UUID, message: str, status: int) -> HttpResponse:
+    job = selectors.job_with_history(job_id)
+    if request.htmx:
+        return page(
+            request,
+            "console/partials/job_row.html",
+            {"job": job, "gone_id": job_id, "action_error": message},
+            status=status,
+        )
+    if job is None:
+        return page(request, "console/404.html", {"what": "job", "message": message}, status=404)
+    return _render_job(request, job, status=status, action_error=message)
+
+
+@console_view(methods=POST, operator=True)
+def job_cancel(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
+    return _act(request, job_id, "cancel")
+
+
+@console_view(methods=POST, operator=True)
+def job_retry(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
+    return _act(request, job_id, "retry")
+
+
+@console_view(methods=POST, operator=True)
+def job_purge(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
+    return _act(request, job_id, "purge")
+
+
+# --- one job ---------------------------------------------------------------------------------
+
+
+def _render_job(
+    request: ConsoleRequest, job: Job, *, status: int = 200, action_error: str | None = None
+) -> HttpResponse:
+    attempts = list(job.attempts.all())
+    context: dict[str, Any] = {
+        "job": job,
+        "state": selectors.job_state(job),
+        "attempts": attempts,
+        "logs": list(job.logs.all()),
+        "graph": selectors.job_graph(job),
+        "action_error": action_error,
+    }
+    if job.in_dlq:
+        context["timeline"] = charts.retry_timeline(
+            [
+                charts.TimelineAttempt(
+                    a.attempt_number, a.status, a.started_at, a.finished_at, a.error_type
+                )
+                for a in attempts
+            ],
+            end_label="DLQ",
+            end_at=job.updated_at,
+        )
+        return page(request, "console/dlq_detail.html", context, status=status)
+    return page(request, "console/job_detail.html", context, status=status)
+
+
+def _job_or_404(request: ConsoleRequest, job_id: uuid.UUID) -> Job | HttpResponse:
+    job = selectors.job_with_history(job_id)
+    if job is None:
+        return page(
+            request,
+            "console/404.html",
+            {"what": "job", "message": f"No job with id {job_id}: it may have been purged."},
+            status=404,
+        )
+    return job
+
+
+@console_view()
+def job_detail(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    if isinstance(job, HttpResponse):
+        return job
+    if job.in_dlq:
+        return redirect("console:dlq-detail", job_id=job.id)
+    return _render_job(request, job)
+
+
+@console_view()
+def dlq_detail(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    if isinstance(job, HttpResponse):
+        return job
+    if not job.in_dlq:
+        messages.info(
+            request,
+            f"This job is not in the dead-letter queue: it is "
+            f"{state_label(selectors.job_state(job)).lower()}.",
+        )
+        return redirect("console:job-detail", job_id=job.id)
+    return _render_job(request, job)
+
+
+# --- create ----------------------------------------------------------------------------------
+
+
+@console_view(methods=ANY)
+def job_new(request: ConsoleRequest) -> HttpResponse:
+    if request.method == "POST" and not request.can_act:
+        return refuse(request)
+    form = CreateJobForm(request.POST or None, initial=_prefill(request.GET))
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                job = state.enqueue(
+                    data["type"],
+                    data["payload"],
+                    priority=data["priority"],
+                    scheduled_at=data["scheduled_at"],
+                    recur_interval=data["recur_interval"] or None,
+                    max_retries=data["max_retries"],
+                    depends_on=data["depends_on"],
+                )
+            except state.JobValidationError as error:
+                add_details(form, error.details)
+            else:
+                messages.success(request, f"Job {job['id'][:8]} created.")
+                return redirect("console:job-detail", job_id=job["id"])
+        status = 400
+    return page(request, "console/job_new.html", {"form": form}, status=status)
+
+
+def _prefill(query: QueryDict) -> dict[str, Any]:
+    """`?depends_on=<id>` from a job's page starts a dependent job."""
+    return {key: query[key] for key in ("type", "depends_on") if query.get(key)}
+
+
+# --- the dead-letter queue -------------------------------------------------------------------
+
+
+@console_view()
+def dlq_overview(request: ConsoleRequest) -> HttpResponse:
+    paginator = Paginator(selectors.dlq_jobs(), request.preferences.page_size)
+    page_obj = paginator.get_page(request.GET.get("page"))
+    return page(
+        request,
+        "console/dlq.html",
+        {
+            "page_obj": page_obj,
+            "jobs": page_obj.object_list,
+            "query": request.GET,
+            "by_type": charts.bar_chart(
+                selectors.failures_by_type(),
+                title="Dead letters by job type",
+                empty="No dead letters.",
+            ),
+            "by_error": charts.bar_chart(
+                selectors.failures_by_error(),
+                title="Dead letters by error",
+                empty="No dead letters.",
+            ),
+            "over_time": charts.time_series(
+                selectors.failures_over_time(user_time_zone(request.preferences)),
+                title="Failed attempts per hour, last 24 hours",
+                empty="No failed attempt in the last 24 hours.",
+            ),
+        },
+    )
+
+
+def _selected_ids(data: QueryDict) -> list[uuid.UUID] | None:
+    """The ids picked in the DLQ table; None means the whole DLQ."""
+    if data.get("all"):
+        return None
+    ids = []
+    for raw in data.getlist("id"):
+        try:
+            ids.append(uuid.UUID(raw))
+        except ValueError:
+            continue
+    return ids
+
+
+@console_view(methods=ANY, operator=True)
+def dlq_bulk_retry(request: ConsoleRequest) -> HttpResponse:
+    data = request.POST if request.method == "POST" else request.GET
+    ids = _selected_ids(data)
+    if ids == []:
+        messages.warning(request, "Select the jobs to retry first.")
+        return redirect("console:dlq")
+    if request.method == "POST":
+        targets = (
+            ids if ids is not None else list(selectors.dlq_jobs().values_list("id", flat=True))
+        )
+        retried = state.retry_many_from_dlq(targets)
+        moved = len(targets) - len(retried)
+        note = f" {moved} had already left the dead-letter queue." if moved else ""
+        messages.success(request, f"{len(retried)} job(s) back to pending.{note}")
+        return redirect("console:dlq")
+    targets_qs = selectors.bulk_retry_targets(ids)
+    return page(
+        request,
+        "console/confirm.html",
+        {
+            "title": "Retry dead letters",
+            "question": "Give these jobs a fresh set of attempts, due now?",
+            "count": targets_qs.count(),
+            "sample": list(targets_qs[:20]),
+            "ids": [str(i) for i in ids] if ids is not None else [],
+            "all": ids is None,
+            "action": reverse("console:dlq-retry"),
+            "confirm_label": "Retry now",
+            "danger": False,
+        },
+    )
+
+
+@console_view(methods=ANY, operator=True)
+def dlq_empty(request: ConsoleRequest) -> HttpResponse:
+    if request.method == "POST":
+        purged = state.empty_dlq()
+        messages.success(request, f"Dead-letter queue emptied: {purged} job(s) purged.")
+        return redirect("console:dlq")
+    jobs = selectors.dlq_jobs()
+    return page(
+        request,
+        "console/confirm.html",
+        {
+            "title": "Empty the dead-letter queue",
+            "question": "Delete every dead letter with its attempts and logs? "
+            "Jobs waiting on them are cancelled. This cannot be undone.",
+            "count": jobs.count(),
+            "sample": list(jobs[:20]),
+            "all": True,
+            "action": reverse("console:dlq-empty"),
+            "confirm_label": "Purge them all",
+            "danger": True,
+        },
+    )
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+def _settings_page(
+    request: ConsoleRequest,
+    *,
+    preference_form: PreferenceForm | None = None,
+    webhook_form: WebhookForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    return page(
+        request,
+        "console/settings.html",
+        {
+            "configuration": selectors.running_configuration(),
+            "preference_form": preference_form or PreferenceForm(instance=request.preferences),
+            "webhook_form": webhook_form or WebhookForm(),
+            "webhooks": list(Webhook.objects.order_by("-created_at")),
+        },
+        status=status,
+    )
+
+
+@console_view()
+def settings_page(request: ConsoleRequest) -> HttpResponse:
+    return _settings_page(request)
+
+
+@console_view(methods=POST)
+def save_preferences(request: ConsoleRequest) -> HttpResponse:
+    """Anyone may set their own display preferences; it changes nothing for anyone else."""
+    form = PreferenceForm(request.POST, instance=request.preferences)
+    if not form.is_valid():
+        return _settings_page(request, preference_form=form, status=400)
+    form.save()
+    messages.success(request, "Preferences saved.")
+    return redirect("console:settings")
+
+
+@console_view(methods=POST, operator=True)
+def webhook_create(request: ConsoleRequest) -> HttpResponse:
+    form = WebhookForm(request.POST)
+    if form.is_valid():
+        try:
+            webhooks.create_webhook(
+                url=form.cleaned_data["url"],
+                event_types=form.cleaned_data["event_types"],
+                secret=form.cleaned_data["secret"],
+                user=request.user,
+            )
+        except state.JobValidationError as error:
+            add_details(form, error.details)
+        else:
+            messages.success(request, "Webhook added.")
+            return redirect(reverse("console:settings") + "#webhooks")
+    return _settings_page(request, webhook_form=form, status=400)
+
+
+@console_view(methods=POST, operator=True)
+def webhook_delete(request: ConsoleRequest, webhook_id: int) -> HttpResponse:
+    webhooks.delete_webhook(webhook_id)
+    messages.success(request, "Webhook removed.")
+    return redirect(reverse("console:settings") + "#webhooks")
+
+
+@console_view(methods=POST, operator=True)
+def webhook_test(request: ConsoleRequest, webhook_id: int) -> HttpResponse:
+    webhook = Webhook.objects.filter(id=webhook_id).first()
+    if webhook is None:
+        messages.error(request, "This webhook no longer exists.")
+    else:
+        job = webhooks.send_test(webhook)
+        messages.success(request, f"Test delivery queued as job {job['id'][:8]}.")
+    return HttpResponseRedirect(reverse("console:settings") + "#webhooks")

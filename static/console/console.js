@@ -1,0 +1,146 @@
+/* Live updates for the console, from the SSE stream that htmx's sse extension opens on
+   <body sse-connect>. No polling: every change on screen follows an event.
+
+   - stats.updated: the numbers in [data-stat] are set from the event itself.
+   - job.*: panels marked [data-live-refresh] (and [data-live-job] for that job) re-fetch
+     their fragment, at most once per REFRESH_MS; ledger rows are re-fetched by id; new jobs
+     are prepended to a ledger showing the newest first; the log feed gets a line.
+*/
+(function () {
+  "use strict";
+
+  var JOB_EVENTS = [
+    "job.created", "job.started", "job.completed", "job.failed",
+    "job.cancelled", "job.retry_scheduled", "job.dlq_entry"
+  ];
+  var REFRESH_MS = 400;
+  var FEED_MAX = 60;
+  var timers = new Map();
+
+  function refreshSoon(elt) {
+    // Trailing throttle: a burst of events costs one request, and the last state is shown.
+    if (timers.has(elt)) return;
+    timers.set(elt, window.setTimeout(function () {
+      timers.delete(elt);
+      if (document.body.contains(elt)) htmx.trigger(elt, "console:refresh");
+    }, REFRESH_MS));
+  }
+
+  function flash(elt) {
+    elt.classList.remove("changed");
+    void elt.offsetWidth;
+    elt.classList.add("changed");
+  }
+
+  function onStats(stats) {
+    document.querySelectorAll("[data-stat]").forEach(function (elt) {
+      var value = stats[elt.dataset.stat];
+      if (value === undefined || elt.textContent === String(value)) return;
+      elt.textContent = String(value);
+      flash(elt);
+    });
+  }
+
+  function displayState(job) {
+    if (job.status === "failed") return job.in_dlq ? "dlq" : "retrying";
+    return job.status;
+  }
+
+  var LABELS = {
+    pending: "Pending", processing: "Processing", completed: "Completed",
+    retrying: "Retrying", dlq: "DLQ", cancelled: "Cancelled"
+  };
+
+  var clock = null;
+  function formatTime(iso) {
+    if (!clock) {
+      var options = { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false };
+      try {
+        clock = new Intl.DateTimeFormat("en-GB", Object.assign({ timeZone: document.body.dataset.tz }, options));
+      } catch (e) {
+        clock = new Intl.DateTimeFormat("en-GB", options);
+      }
+    }
+    return clock.format(iso ? new Date(iso) : new Date());
+  }
+
+  function addFeedLine(type, job) {
+    var feed = document.querySelector("[data-log-feed]");
+    var template = document.getElementById("log-line-template");
+    if (!feed || !template) return;
+    var line = template.content.firstElementChild.cloneNode(true);
+    var state = displayState(job);
+    var time = line.querySelector(".feed-time");
+    time.textContent = formatTime(job.updated_at);
+    time.setAttribute("datetime", job.updated_at || "");
+    var pill = line.querySelector(".pill");
+    pill.classList.add("pill-" + state);
+    pill.textContent = LABELS[state] || state;
+    var link = line.querySelector(".feed-job");
+    link.textContent = job.type;
+    link.href = "/jobs/" + job.id;
+    line.querySelector(".feed-id").textContent = job.id.slice(0, 8);
+    var detail = type;
+    if ((state === "dlq" || state === "retrying") && job.last_error) detail += " · " + job.last_error;
+    line.querySelector(".feed-detail").textContent = detail;
+    line.classList.add("row-new");
+    var empty = feed.querySelector(".feed-empty");
+    if (empty) empty.remove();
+    feed.insertBefore(line, feed.firstChild);
+    while (feed.children.length > FEED_MAX) feed.lastElementChild.remove();
+  }
+
+  function updateLedger(type, job) {
+    var row = document.getElementById("job-" + job.id);
+    if (row && row.dataset.rowUrl) {
+      htmx.ajax("GET", row.dataset.rowUrl, { target: row, swap: "outerHTML" });
+      return;
+    }
+    var body = document.querySelector("[data-live-prepend]");
+    if (type !== "job.created" || !body || row) return;
+    // The server answers 204 when the new job does not pass this ledger's filters.
+    var query = window.location.search ? "&" + window.location.search.slice(1) : "";
+    htmx.ajax("GET", "/jobs/" + job.id + "/row?match=1" + query, { target: body, swap: "afterbegin" })
+      .then(function () {
+        var added = document.getElementById("job-" + job.id);
+        if (added) added.classList.add("row-new");
+        var limit = parseInt(body.dataset.pageSize || "0", 10);
+        while (limit && body.children.length > limit) body.lastElementChild.remove();
+      });
+  }
+
+  function onJob(type, job) {
+    document.querySelectorAll("[data-live-refresh]").forEach(refreshSoon);
+    document.querySelectorAll('[data-live-job="' + job.id + '"]').forEach(refreshSoon);
+    updateLedger(type, job);
+    addFeedLine(type, job);
+  }
+
+  function setLive(state, text) {
+    var live = document.getElementById("live");
+    if (!live) return;
+    live.dataset.state = state;
+    live.querySelector(".live-text").textContent = text;
+  }
+
+  function bind(source) {
+    if (source.consoleBound) return;
+    source.consoleBound = true;
+    source.addEventListener("stats.updated", function (event) {
+      onStats(JSON.parse(event.data));
+    });
+    JOB_EVENTS.forEach(function (type) {
+      source.addEventListener(type, function (event) {
+        onJob(type, JSON.parse(event.data));
+      });
+    });
+  }
+
+  document.addEventListener("htmx:sseOpen", function (event) {
+    bind(event.detail.source);
+    setLive("open", "Live");
+  });
+  document.addEventListener("htmx:sseError", function () {
+    setLive("closed", "Reconnecting");
+  });
+})();

@@ -1,0 +1,464 @@
+"""The console through Django's test client: what each role sees, what actions do, how
+errors are shown, that preferences persist and secrets stay hidden."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from jobs import state
+from jobs.models import Job, JobStatus, UserPreference, Webhook
+
+from .helpers import completed, dead_letter, make_worker, start
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def login(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def as_operator(operator: Any) -> Client:
+    return login(operator)
+
+
+@pytest.fixture
+def as_viewer(viewer: Any) -> Client:
+    return login(viewer)
+
+
+def text(response: Any) -> str:
+    return response.content.decode()
+
+
+# --- seeing ----------------------------------------------------------------------------------
+
+
+def test_every_page_needs_a_login(client: Client) -> None:
+    for path in ["/", "/jobs", "/jobs/new", "/dlq", "/settings", f"/jobs/{uuid.uuid4()}"]:
+        response = client.get(path)
+        assert response.status_code == 302
+        assert response["Location"].startswith(f"/accounts/login/?next={path}")
+
+
+def test_login_page_logs_a_user_in(client: Client, viewer: Any) -> None:
+    page = client.get("/accounts/login/?next=/jobs")
+    assert page.status_code == 200
+    assert 'name="csrfmiddlewaretoken"' in text(page)
+    response = client.post(
+        "/accounts/login/",
+        {"username": viewer.username, "password": "pw-" + viewer.username, "next": "/jobs"},
+    )
+    assert response.status_code == 302 and response["Location"] == "/jobs"
+    wrong = client.post("/accounts/login/", {"username": viewer.username, "password": "nope"})
+    assert "did not match" in text(wrong)
+
+
+def test_every_page_renders_for_a_viewer_without_action_buttons(as_viewer: Client) -> None:
+    dead = dead_letter(error="smtp refused")
+    running = state.enqueue("noop", {}, priority=1)
+    start(running["id"])
+    pages = {
+        "/": ["Dashboard", "Active jobs", "Dead-letter queue", "Workers", "Live log"],
+        "/jobs": ["Jobs", dead["id"][:8], running["id"][:8]],
+        "/jobs/new": ["only operators can create jobs"],
+        "/dlq": ["Dead-letter queue", "<svg", "smtp refused"],
+        f"/dlq/{dead['id']}": ["Retry timeline", "Stack trace", "HandlerFailure: smtp refused"],
+        f"/jobs/{running['id']}": ["Attempts", "Upstream", "Downstream", "Processing"],
+        "/settings": ["Display preferences", "Running configuration", "Notification webhooks"],
+    }
+    for path, expected in pages.items():
+        response = as_viewer.get(path)
+        assert response.status_code == 200, path
+        body = text(response)
+        for snippet in expected:
+            assert snippet in body, (path, snippet)
+        for button in ("Retry now", "Purge…", ">Cancel</button>", "Create job", "Retry all…"):
+            assert button not in body, (path, button)
+        assert 'href="/jobs/new"' not in body
+
+
+def test_operator_sees_the_action_buttons(as_operator: Client) -> None:
+    dead = dead_letter()
+    pending = state.enqueue("noop", {}, priority=2)
+    ledger = text(as_operator.get("/jobs"))
+    assert f'hx-post="/jobs/{pending["id"]}/cancel"' in ledger
+    assert f'hx-post="/jobs/{dead["id"]}/retry"' in ledger
+    detail = text(as_operator.get(f"/dlq/{dead['id']}"))
+    assert "Retry now" in detail and "Purge permanently" in detail
+    assert 'href="/jobs/new"' in detail
+
+
+def test_unknown_job_is_a_404_page_not_a_blank_one(as_viewer: Client) -> None:
+    response = as_viewer.get(f"/jobs/{uuid.uuid4()}")
+    assert response.status_code == 404
+    assert "No such job" in text(response)
+
+
+def test_job_detail_and_dlq_detail_lead_to_each_other(as_viewer: Client) -> None:
+    dead = dead_letter()
+    assert as_viewer.get(f"/jobs/{dead['id']}")["Location"] == f"/dlq/{dead['id']}"
+    state.retry_from_dlq(uuid.UUID(dead["id"]))
+    response = as_viewer.get(f"/dlq/{dead['id']}", follow=True)
+    assert response.redirect_chain[-1][0] == f"/jobs/{dead['id']}"
+    assert "not in the dead-letter queue: it is pending" in text(response)
+
+
+def test_job_detail_shows_upstream_and_downstream(as_viewer: Client) -> None:
+    upstream = state.enqueue("noop", {}, priority=2)
+    downstream = state.enqueue("noop", {}, priority=2, depends_on=uuid.UUID(upstream["id"]))
+    up_page = text(as_viewer.get(f"/jobs/{upstream['id']}"))
+    assert f'href="/jobs/{downstream["id"]}"' in up_page
+    down_page = text(as_viewer.get(f"/jobs/{downstream['id']}"))
+    assert f'href="/jobs/{upstream["id"]}"' in down_page
+    assert "Blocked" in down_page and "waiting for its upstream job" in down_page
+
+
+def test_dashboard_shows_counts_dlq_insight_and_node_health(as_viewer: Client) -> None:
+    dead_letter(type="flaky", error="upstream timeout")
+    stale = make_worker(heartbeat_age=3600, hostname="stale-node")
+    busy = make_worker(hostname="busy-node")
+    running = state.enqueue("generate_report", {"report": "q3"}, priority=1)
+    start(running["id"], busy)
+    body = text(as_viewer.get("/"))
+    assert re.search(r'data-stat="dlq">\s*1\s*<', body)
+    assert re.search(r'data-stat="processing">\s*1\s*<', body)
+    assert "upstream timeout" in body
+    nodes = body[body.index('id="nodes"') :]
+    stale_row = nodes[nodes.index("stale-node") :].split("</tr>")[0]
+    assert "pill-stale" in stale_row
+    busy_row = nodes[nodes.index("busy-node") :].split("</tr>")[0]
+    assert "pill-running" in busy_row and running["id"][:8] in busy_row
+    assert stale.hostname in body
+
+
+def test_dashboard_panels_render_as_fragments(as_viewer: Client) -> None:
+    for part in ("active", "dlq", "nodes"):
+        response = as_viewer.get(f"/dashboard/{part}", **HTMX)
+        assert response.status_code == 200
+        assert "<html" not in text(response)
+
+
+# --- the ledger ------------------------------------------------------------------------------
+
+
+def test_ledger_filters_orders_and_paginates_with_the_users_page_size(
+    as_viewer: Client, viewer: Any
+) -> None:
+    UserPreference.objects.create(user=viewer, page_size=10)
+    for _ in range(12):
+        state.enqueue("noop", {}, priority=3)
+    report = state.enqueue("generate_report", {"report": "r"}, priority=1)
+    body = text(as_viewer.get("/jobs?type=generate_report"))
+    assert report["id"][:8] in body and body.count('class="type-cell">noop') == 0
+    first = text(as_viewer.get("/jobs"))
+    assert first.count('id="job-') == 10 and "Page 1 of 2" in first
+    second = text(as_viewer.get("/jobs?page=2"))
+    assert second.count('id="job-') == 3
+    by_priority = text(as_viewer.get("/jobs?ordering=priority"))
+    assert by_priority.index('class="type-cell">generate_report') < by_priority.index(
+        'class="type-cell">noop'
+    )
+    assert "data-live-prepend" in first and "data-live-prepend" not in by_priority
+
+
+def test_ledger_shows_a_bad_filter_next_to_its_field(as_viewer: Client) -> None:
+    response = as_viewer.get("/jobs?created_after=yesterday-ish&priority=7")
+    assert response.status_code == 200
+    body = text(response)
+    assert "created_after: Enter Unix milliseconds" in body
+    assert "7 is not a priority" in body
+
+
+def test_ledger_time_bounds_are_read_in_the_users_time_zone(as_viewer: Client, viewer: Any) -> None:
+    UserPreference.objects.create(user=viewer, time_zone="Asia/Tokyo")
+    job = state.enqueue("noop", {}, priority=2)
+    created = timezone.localtime(
+        Job.objects.get(id=job["id"]).created_at, timezone=timezone.get_fixed_timezone(9 * 60)
+    )
+    just_before = (created - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
+    just_after = (created + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
+    assert job["id"][:8] in text(as_viewer.get(f"/jobs?created_after={just_before}"))
+    assert job["id"][:8] not in text(as_viewer.get(f"/jobs?created_after={just_after}"))
+
+
+def test_row_fragment_answers_only_for_jobs_passing_the_filters(as_viewer: Client) -> None:
+    job = state.enqueue("noop", {}, priority=2)
+    matching = as_viewer.get(f"/jobs/{job['id']}/row?match=1&type=noop", **HTMX)
+    assert matching.status_code == 200 and f'id="job-{job["id"]}"' in text(matching)
+    other = as_viewer.get(f"/jobs/{job['id']}/row?match=1&type=send_email", **HTMX)
+    assert other.status_code == 204 and other.content == b""
+
+
+# --- acting ----------------------------------------------------------------------------------
+
+
+def test_viewer_actions_are_refused_with_403_and_change_nothing(as_viewer: Client) -> None:
+    dead = dead_letter()
+    pending = state.enqueue("noop", {}, priority=2)
+    attempts = [
+        (f"/jobs/{pending['id']}/cancel", {}),
+        (f"/jobs/{dead['id']}/retry", {}),
+        (f"/jobs/{dead['id']}/purge", {}),
+        ("/jobs/new", {"type": "noop", "payload": "{}", "priority": "2"}),
+        ("/dlq/retry", {"all": "1"}),
+        ("/dlq/empty", {}),
+        ("/settings/webhooks", {"url": "http://127.0.0.1:9/h", "secret": "s"}),
+    ]
+    for path, data in attempts:
+        response = as_viewer.post(path, data)
+        assert response.status_code == 403, path
+        assert "for operators" in text(response)
+    assert as_viewer.get("/dlq/retry?all=1").status_code == 403
+    assert as_viewer.get("/dlq/empty").status_code == 403
+    assert Job.objects.get(id=pending["id"]).status == JobStatus.PENDING
+    assert Job.objects.get(id=dead["id"]).in_dlq
+    assert Job.objects.count() == 2
+
+
+def test_operator_cancels_from_the_ledger_row(as_operator: Client) -> None:
+    job = state.enqueue("noop", {}, priority=2)
+    response = as_operator.post(f"/jobs/{job['id']}/cancel", **HTMX)
+    assert response.status_code == 200
+    body = text(response)
+    assert body.lstrip().startswith(f'<tr id="job-{job["id"]}"')
+    assert "pill-cancelled" in body and "Job cancelled." in body
+    assert Job.objects.get(id=job["id"]).status == JobStatus.CANCELLED
+
+
+def test_a_job_that_moved_on_is_a_409_shown_in_its_row(as_operator: Client) -> None:
+    done = completed()
+    response = as_operator.post(f"/jobs/{done['id']}/cancel", **HTMX)
+    assert response.status_code == 409
+    body = text(response)
+    assert "This job moved on: it is now completed." in body
+    assert f'id="job-{done["id"]}"' in body and "pill-completed" in body
+
+
+def test_a_409_without_htmx_renders_the_job_page_around_the_error(as_operator: Client) -> None:
+    done = completed()
+    response = as_operator.post(f"/jobs/{done['id']}/retry")
+    assert response.status_code == 409
+    body = text(response)
+    assert 'id="action-error"' in body and "it is now completed" in body
+    assert "<h1>noop" in body
+
+
+def test_retry_from_dlq_detail_takes_the_job_out_of_the_dlq(as_operator: Client) -> None:
+    dead = dead_letter()
+    response = as_operator.post(f"/jobs/{dead['id']}/retry", follow=True)
+    assert response.redirect_chain[0][0] == f"/jobs/{dead['id']}"
+    assert "left the dead-letter queue" in text(response)
+    job = Job.objects.get(id=dead["id"])
+    assert job.status == JobStatus.PENDING and not job.in_dlq and job.attempt_count == 0
+
+
+def test_purge_from_dlq_detail_deletes_the_job(as_operator: Client) -> None:
+    dead = dead_letter()
+    response = as_operator.post(f"/jobs/{dead['id']}/purge", follow=True)
+    assert response.redirect_chain[0][0] == "/dlq"
+    assert "purged" in text(response)
+    assert not Job.objects.filter(id=dead["id"]).exists()
+    gone = as_operator.post(f"/jobs/{dead['id']}/purge", **HTMX)
+    assert gone.status_code == 404 and "no longer exists" in text(gone)
+
+
+def test_bulk_retry_asks_for_confirmation_first(as_operator: Client) -> None:
+    first, second, third = dead_letter(), dead_letter(), dead_letter()
+    confirm = as_operator.get(f"/dlq/retry?id={first['id']}&id={second['id']}")
+    assert confirm.status_code == 200
+    assert "<strong>2</strong> jobs" in text(confirm)
+    assert Job.objects.filter(in_dlq=True).count() == 3
+    response = as_operator.post("/dlq/retry", {"id": [first["id"], second["id"]]}, follow=True)
+    assert "2 job(s) back to pending" in text(response)
+    assert list(Job.objects.filter(in_dlq=True).values_list("id", flat=True)) == [
+        uuid.UUID(third["id"])
+    ]
+    everything = as_operator.post("/dlq/retry", {"all": "1"}, follow=True)
+    assert "1 job(s) back to pending" in text(everything)
+    assert not Job.objects.filter(in_dlq=True).exists()
+
+
+def test_empty_dlq_asks_for_confirmation_first(as_operator: Client) -> None:
+    dead_letter(), dead_letter()
+    kept = state.enqueue("noop", {}, priority=2)
+    confirm = as_operator.get("/dlq/empty")
+    assert "<strong>2</strong> jobs" in text(confirm) and "cannot be undone" in text(confirm)
+    assert Job.objects.count() == 3
+    response = as_operator.post("/dlq/empty", follow=True)
+    assert "2 job(s) purged" in text(response)
+    assert list(Job.objects.values_list("id", flat=True)) == [uuid.UUID(kept["id"])]
+
+
+# --- creating --------------------------------------------------------------------------------
+
+
+def test_create_job_shows_a_bad_payload_next_to_the_payload_field(as_operator: Client) -> None:
+    response = as_operator.post(
+        "/jobs/new",
+        {"type": "send_email", "payload": '{"subject": "hi"}', "priority": "1"},
+    )
+    assert response.status_code == 400
+    body = text(response)
+    payload_field = body[body.index('id="field-payload"') :].split('<div class="field')[0]
+    assert "payload.to: This field is required." in payload_field
+    assert "&quot;subject&quot;: &quot;hi&quot;" in body  # what was typed is kept
+    assert Job.objects.count() == 0
+
+
+def test_create_job_reports_json_and_field_errors(as_operator: Client) -> None:
+    response = as_operator.post(
+        "/jobs/new",
+        {"type": "noop", "payload": "{not json", "priority": "2", "depends_on": str(uuid.uuid4())},
+    )
+    assert response.status_code == 400
+    assert "Not valid JSON" in text(response)
+    past = as_operator.post(
+        "/jobs/new",
+        {
+            "type": "noop",
+            "payload": "[]",
+            "priority": "2",
+            "scheduled_at": "2001-01-01T00:00",
+            "depends_on": str(uuid.uuid4()),
+        },
+    )
+    body = text(past)
+    assert "Must be a JSON object." in body[body.index('id="field-payload"') :]
+    assert "Must be in the future." in body[body.index('id="field-scheduled_at"') :]
+    assert Job.objects.count() == 0
+
+
+def test_create_job_in_the_users_time_zone(as_operator: Client, operator: Any) -> None:
+    UserPreference.objects.create(user=operator, time_zone="America/New_York")
+    upstream = state.enqueue("noop", {}, priority=2)
+    response = as_operator.post(
+        "/jobs/new",
+        {
+            "type": "generate_report",
+            "payload": '{"report": "weekly"}',
+            "priority": "3",
+            "scheduled_at": "2099-07-01T09:30",
+            "recur_interval": "every_1_hour",
+            "depends_on": upstream["id"],
+            "max_retries": "5",
+        },
+    )
+    job = Job.objects.exclude(id=upstream["id"]).get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.id}"
+    assert job.scheduled_at.isoformat() == "2099-07-01T13:30:00+00:00"
+    assert (job.priority, job.max_retries, job.recur_interval) == (3, 5, "every_1_hour")
+    assert job.depends_on_id == uuid.UUID(upstream["id"])
+
+
+def test_create_form_lists_the_registered_handlers(as_operator: Client) -> None:
+    body = text(as_operator.get("/jobs/new"))
+    for name in ("send_email", "http_request", "generate_report", "noop", "flaky"):
+        assert f'<option value="{name}"' in body
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+def test_preferences_persist_and_apply(as_viewer: Client, viewer: Any) -> None:
+    response = as_viewer.post(
+        "/settings/preferences", {"time_zone": "Europe/Paris", "page_size": "50", "theme": "dark"}
+    )
+    assert response.status_code == 302
+    saved = UserPreference.objects.get(user=viewer)
+    assert (saved.time_zone, saved.page_size, saved.theme) == ("Europe/Paris", 50, "dark")
+    body = text(as_viewer.get("/settings"))
+    assert 'data-theme="dark"' in body and 'data-tz="Europe/Paris"' in body
+    assert '<option value="Europe/Paris" selected>' in body
+    job = state.enqueue("noop", {}, priority=2)
+    detail = text(as_viewer.get(f"/jobs/{job['id']}"))
+    assert re.search(r"\d\d:\d\d:\d\d\.\d{3} CE[S]?T", detail)
+    bad = as_viewer.post(
+        "/settings/preferences", {"time_zone": "Mars/Olympus", "page_size": "7", "theme": "dark"}
+    )
+    assert bad.status_code == 400
+    assert "Select a valid choice" in text(bad)
+    assert UserPreference.objects.get(user=viewer).time_zone == "Europe/Paris"
+
+
+def test_settings_masks_secrets(viewer: Any, settings: Any) -> None:
+    settings.DATABASE_URL = "postgres://app:hunter2@db.internal:5432/jobs"
+    settings.REDIS_URL = "redis://:s3cr3t-redis@cache.internal:6379/0"
+    settings.SECRET_KEY = "super-secret-signing-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+    body = text(login(viewer).get("/settings"))
+    for secret in ("hunter2", "s3cr3t-redis", "super-secret-signing-key"):
+        assert secret not in body
+    assert "postgres://app:••••••••@db.internal:5432/jobs" in body
+    assert "redis://:••••••••@cache.internal:6379/0" in body
+    assert "SCHEDULER_DEFAULT_MAX_RETRIES" in body and "CONSOLE_STALE_WORKER_SECONDS" in body
+
+
+def test_every_console_form_carries_a_csrf_token(as_operator: Client) -> None:
+    dead = dead_letter()
+    state.enqueue("noop", {}, priority=2)
+    for path in ["/", "/jobs", "/jobs/new", "/dlq", f"/dlq/{dead['id']}", "/settings"]:
+        body = text(as_operator.get(path))
+        assert '"X-CSRFToken": "' in body, path
+        for form in re.findall(r'<form[^>]*method="post".*?</form>', body, re.S):
+            assert "csrfmiddlewaretoken" in form, (path, form[:80])
+
+
+def test_csrf_is_enforced(operator: Any) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator)
+    job = state.enqueue("noop", {}, priority=2)
+    assert client.post(f"/jobs/{job['id']}/cancel").status_code == 403
+    assert Job.objects.get(id=job["id"]).status == JobStatus.PENDING
+
+
+def test_operator_manages_webhooks_from_settings(as_operator: Client) -> None:
+    bad = as_operator.post(
+        "/settings/webhooks", {"url": "ftp://example.com/x", "event_types": [], "secret": "s"}
+    )
+    assert bad.status_code == 400
+    body = text(bad)
+    assert "Enter an http:// or https:// URL." in body[body.index('id="field-url"') :]
+    assert not Webhook.objects.exists()
+    created = as_operator.post(
+        "/settings/webhooks",
+        {
+            "url": "http://127.0.0.1:9/hooks",
+            "event_types": ["job.dlq_entry", "job.completed"],
+            "secret": "whsec-123",
+        },
+        follow=True,
+    )
+    hook = Webhook.objects.get()
+    assert hook.event_types == ["job.dlq_entry", "job.completed"]
+    page = text(created)
+    assert "http://127.0.0.1:9/hooks" in page and "whsec-123" not in page
+    tested = as_operator.post(f"/settings/webhooks/{hook.id}/test", follow=True)
+    delivery = Job.objects.get(type="http_request")
+    assert f"Test delivery queued as job {str(delivery.id)[:8]}" in text(tested)
+    assert delivery.payload["url"] == "http://127.0.0.1:9/hooks"
+    as_operator.post(f"/settings/webhooks/{hook.id}/delete")
+    assert not Webhook.objects.exists()
+
+
+def test_viewer_sees_webhooks_but_no_webhook_buttons(as_viewer: Client, operator: Any) -> None:
+    Webhook.objects.create(
+        url="http://127.0.0.1:9/seen", event_types=["job.failed"], secret="x", created_by=operator
+    )
+    body = text(as_viewer.get("/settings"))
+    assert "http://127.0.0.1:9/seen" in body
+    assert "Send test" not in body and "Add webhook" not in body
+    hook = Webhook.objects.get()
+    assert as_viewer.post(f"/settings/webhooks/{hook.id}/test").status_code == 403
+    assert as_viewer.post(f"/settings/webhooks/{hook.id}/delete").status_code == 403
+    assert Webhook.objects.exists() and not Job.objects.exists()
