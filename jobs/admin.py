@@ -1,0 +1,429 @@
+"""The Django admin: the second console, for triage.
+
+Jobs are read-only here: every status change goes through `jobs.state`, so the admin has
+no add, change or delete for jobs, and its actions (retry and purge from the dead-letter
+queue) call the state module, never `.save()`. Acting needs Django model permissions:
+retry needs `jobs.change_job`, purge needs `jobs.delete_job`; `jobs.view_job` lets a staff
+user look at jobs, the DLQ, attempts and logs.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from worker.registry import registry
+
+from . import state, webhooks
+from .models import (
+    ApiToken,
+    DeadLetterJob,
+    Job,
+    JobAttempt,
+    JobDependency,
+    JobLog,
+    JobStatus,
+    Webhook,
+    Worker,
+)
+
+# A job's change page shows at most this many of its newest log lines.
+LOG_LINES_SHOWN = 200
+# The purge confirmation lists this many of the selected jobs by name.
+PURGE_LISTED = 50
+
+
+def _can_view_jobs(request: HttpRequest) -> bool:
+    user = request.user
+    return user.has_perm("jobs.view_job") or user.has_perm("jobs.change_job")
+
+
+def _pretty_json(value: Any) -> str:
+    if value is None:
+        return "-"
+    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True))
+
+
+class JobTypeFilter(admin.SimpleListFilter):
+    """Registered handler types: a DISTINCT over the whole jobs table would not scale."""
+
+    title = "type"
+    parameter_name = "type"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(name, name) for name in registry.names()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(type=value) if value else queryset
+
+
+class _ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return _can_view_jobs(request)
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
+class JobAttemptInline(_ReadOnlyInline):
+    model = JobAttempt
+    verbose_name_plural = "attempts (oldest first)"
+    fields = readonly_fields = (
+        "attempt_number",
+        "status",
+        "started_at",
+        "finished_at",
+        "duration_ms",
+        "worker",
+        "error_type",
+        "error_message",
+        "stack_trace",
+    )
+    ordering = ("attempt_number", "started_at")
+
+
+class JobLogInline(_ReadOnlyInline):
+    model = JobLog
+    verbose_name_plural = f"logs (newest {LOG_LINES_SHOWN} lines)"
+    fields = readonly_fields = ("created_at", "level", "message", "attempt")
+    ordering = ("created_at", "id")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JobLog]:
+        queryset = super().get_queryset(request)
+        match = request.resolver_match
+        job_id = match.kwargs.get("object_id") if match else None
+        if job_id is None:
+            return queryset
+        newest = (
+            JobLog.objects.filter(job_id=job_id)
+            .order_by("-created_at", "-id")
+            .values("id")[:LOG_LINES_SHOWN]
+        )
+        return queryset.filter(id__in=newest)
+
+
+class JobDependencyInline(_ReadOnlyInline):
+    model = JobDependency
+    fk_name = "job"
+    verbose_name_plural = "runs after"
+    fields = readonly_fields = ("depends_on", "created_at")
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "type",
+        "status_label",
+        "priority",
+        "attempts",
+        "scheduled_at",
+        "created_at",
+        "worker",
+    ]
+    list_filter = ["status", JobTypeFilter, "priority", "in_dlq", "recur_interval"]
+    search_fields = ("type",)
+    search_help_text = "A job's full id, or a job type."
+    list_select_related = ("worker",)
+    list_per_page = 50
+    # Skips a COUNT(*) of the whole table on every filtered page.
+    show_full_result_count = False
+    ordering = ("-created_at",)
+    inlines = (JobDependencyInline, JobAttemptInline, JobLogInline)
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "type",
+                    "status_label",
+                    "priority",
+                    "attempts",
+                    "recur_interval",
+                    "worker",
+                    "previous_run",
+                )
+            },
+        ),
+        ("Payload and outcome", {"fields": ("payload_pretty", "result_pretty", "last_error")}),
+        (
+            "Times",
+            {
+                "fields": (
+                    "created_at",
+                    "scheduled_at",
+                    "run_at",
+                    "started_at",
+                    "next_retry_at",
+                    "completed_at",
+                    "cancelled_at",
+                    "updated_at",
+                )
+            },
+        ),
+        (
+            "Scheduling internals",
+            {
+                "classes": ("collapse",),
+                "fields": (
+                    "status",
+                    "in_dlq",
+                    "attempt_count",
+                    "max_retries",
+                    "virtual_deadline",
+                    "pending_dependencies",
+                    "current_attempt_id",
+                ),
+            },
+        ),
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
+        # Everything: an edit here would bypass the state machine.
+        extra = ["status_label", "attempts", "payload_pretty", "result_pretty"]
+        return [f.name for f in Job._meta.fields] + extra
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            return queryset.filter(id=uuid.UUID(term)), False
+        except ValueError:
+            return queryset.filter(type__istartswith=term), False
+
+    @admin.display(description="status", ordering="status")
+    def status_label(self, job: Job) -> str:
+        # Colour helps the eye; the words carry the meaning on their own.
+        if job.in_dlq:
+            return format_html('<strong style="color:{}">{}</strong>', "#b3261e", "failed · in DLQ")
+        if job.status == JobStatus.FAILED:
+            return format_html('<span style="color:{}">{}</span>', "#9a6700", "failed · retrying")
+        return str(JobStatus(job.status).label)
+
+    @admin.display(description="attempts")
+    def attempts(self, job: Job) -> str:
+        return f"{job.attempt_count} / {job.max_retries}"
+
+    @admin.display(description="payload")
+    def payload_pretty(self, job: Job) -> str:
+        return _pretty_json(job.payload)
+
+    @admin.display(description="result")
+    def result_pretty(self, job: Job) -> str:
+        return _pretty_json(job.result)
+
+
+@admin.register(DeadLetterJob)
+class DeadLetterJobAdmin(JobAdmin):
+    list_display = ["id", "type", "priority", "attempts", "error", "updated_at", "created_at"]
+    list_filter = [JobTypeFilter, "priority"]
+    ordering = ("-updated_at",)
+    actions = ("retry_selected", "purge_selected")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        return super().get_queryset(request).filter(in_dlq=True)
+
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return _can_view_jobs(request)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _can_view_jobs(request)
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("jobs.change_job")
+
+    def has_purge_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("jobs.delete_job")
+
+    @admin.display(description="last error")
+    def error(self, job: Job) -> str:
+        text = job.last_error or ""
+        return text if len(text) <= 120 else text[:119] + "…"
+
+    @admin.action(description="Retry selected", permissions=["retry"])
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        selected = list(queryset.values_list("id", flat=True))
+        retried = state.retry_many_from_dlq(selected)
+        self.message_user(
+            request,
+            f"Retried {len(retried)} job(s): back to pending with fresh attempts, due now.",
+            messages.SUCCESS,
+        )
+        if len(retried) < len(selected):
+            self.message_user(
+                request,
+                f"{len(selected) - len(retried)} selected job(s) had already left the DLQ.",
+                messages.WARNING,
+            )
+
+    @admin.action(description="Purge selected", permissions=["purge"])
+    def purge_selected(
+        self, request: HttpRequest, queryset: QuerySet[Job]
+    ) -> TemplateResponse | None:
+        if request.POST.get("post") == "yes":
+            purged = state.purge_many(list(queryset.values_list("id", flat=True)))
+            self.message_user(
+                request, f"Purged {purged} job(s) with their attempts and logs.", messages.SUCCESS
+            )
+            return None
+        total = queryset.count()
+        dependents = (
+            Job.objects.filter(dependencies__depends_on__in=queryset.values("id"))
+            .exclude(status__in=[JobStatus.COMPLETED, JobStatus.CANCELLED])
+            .distinct()
+            .count()
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Purge dead-letter jobs?",
+            "opts": self.model._meta,
+            "jobs": queryset.order_by("-updated_at")[:PURGE_LISTED],
+            "total": total,
+            "unlisted": max(total - PURGE_LISTED, 0),
+            "dependents": dependents,
+            "select_across": request.POST.get("select_across") == "1",
+            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "media": self.media,
+        }
+        return TemplateResponse(
+            request, "admin/jobs/deadletterjob/purge_confirmation.html", context
+        )
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = (
+        "hostname",
+        "pid",
+        "status",
+        "heartbeat",
+        "scheduler",
+        "concurrency",
+        "jobs_done",
+        "started_at",
+    )
+    list_filter = ("status", "hostname")
+    ordering = ("-started_at",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    @admin.display(description="last heartbeat", ordering="heartbeat_at")
+    def heartbeat(self, worker: Worker) -> str:
+        age = (timezone.now() - worker.heartbeat_at).total_seconds()
+        live = worker.status in ("running", "stopping")
+        if live and age > settings.CONSOLE_STALE_WORKER_SECONDS:
+            return format_html('<strong style="color:#b3261e">{}s ago · stale</strong>', int(age))
+        return f"{int(age)}s ago"
+
+
+class WebhookForm(forms.ModelForm):
+    url = forms.URLField(max_length=500, assume_scheme="https")
+    event_types = forms.MultipleChoiceField(
+        choices=[(t, t) for t in webhooks.DELIVERABLE_EVENT_TYPES],
+        widget=forms.CheckboxSelectMultiple,
+    )
+    secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Signs every delivery (HMAC-SHA256). Leave empty to keep the current one.",
+    )
+
+    class Meta:
+        model = Webhook
+        fields = ("url", "event_types", "secret", "is_active")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if not cleaned.get("secret") and self.instance.pk:
+            cleaned["secret"] = Webhook.objects.get(pk=self.instance.pk).secret
+        errors = webhooks.validate(
+            cleaned.get("url"), cleaned.get("event_types"), cleaned.get("secret")
+        )
+        for name, problems in errors.items():
+            if name not in self.errors:
+                for problem in problems:
+                    self.add_error(name, problem)
+        return cleaned
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    form = WebhookForm
+    list_display = ("url", "events", "is_active", "created_by", "created_at")
+    list_filter = ("is_active",)
+    actions = ("send_test_delivery",)
+
+    @admin.display(description="events")
+    def events(self, webhook: Webhook) -> str:
+        return ", ".join(webhook.event_types)
+
+    def save_model(self, request: HttpRequest, obj: Webhook, form: Any, change: bool) -> None:
+        obj.secret = form.cleaned_data["secret"]
+        if not change:
+            obj.created_by = request.user  # type: ignore[assignment]
+        obj.save()
+
+    @admin.action(description="Send a test delivery", permissions=["change"])
+    def send_test_delivery(self, request: HttpRequest, queryset: QuerySet[Webhook]) -> None:
+        for webhook in queryset:
+            job = webhooks.send_test(webhook)
+            self.message_user(request, f"Test delivery to {webhook.url} queued as job {job['id']}.")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens can be looked at and revoked (deleted); their hash is never shown."""
+
+    list_display = ("prefix", "user", "created_at", "last_used_at")
+    search_fields = ("prefix", "user__username")
+    list_select_related = ("user",)
+    fields = readonly_fields = ("prefix", "user", "created_at", "last_used_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False

@@ -1,0 +1,318 @@
+"""The Django admin as a superuser and as a staff user who may only look."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.utils import timezone
+
+from jobs import state
+from jobs.api.auth import issue_token
+from jobs.models import Job, JobAttempt, JobLog, JobStatus, Webhook, Worker
+
+# Transactional: the claim compares run_at with now(), which a test transaction would freeze.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+JOBS = "/admin/jobs/job/"
+DLQ = "/admin/jobs/deadletterjob/"
+
+
+@pytest.fixture
+def superuser_client() -> Client:
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
+    client = Client()
+    client.login(username="root", password="pw-root")
+    return client
+
+
+@pytest.fixture
+def looker_client() -> Client:
+    user = get_user_model().objects.create_user("looker", password="pw-looker", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_job"))
+    client = Client()
+    client.login(username="looker", password="pw-looker")
+    return client
+
+
+@pytest.fixture
+def worker() -> Worker:
+    now = timezone.now()
+    return Worker.objects.create(hostname="node-1", pid=4242, started_at=now, heartbeat_at=now)
+
+
+def to_dlq(worker: Worker, job_type: str = "noop", error: str = "boom") -> Job:
+    job = state.enqueue(job_type, {}, priority=2, max_retries=1)
+    (claimed,) = state.claim(worker.id, 1, [uuid.UUID(job["id"])])
+    state.append_logs(
+        claimed.id, claimed.attempt_id, [(timezone.now(), "ERROR", f"about to fail: {error}")]
+    )
+    state.fail(
+        claimed.id,
+        claimed.attempt_id,
+        error_type="RuntimeError",
+        error_message=error,
+        stack_trace=f'Traceback (most recent call last):\n  File "x.py"\nRuntimeError: {error}',
+        retry_delay=timedelta(seconds=5),
+    )
+    return Job.objects.get(id=job["id"])
+
+
+def action(client: Client, url: str, name: str, objects: list[Any], **extra: str) -> Any:
+    data = {"action": name, "_selected_action": [str(o.pk) for o in objects], **extra}
+    return client.post(url, data, follow=False)
+
+
+# --- the jobs list and a job's page --------------------------------------------------------------
+
+
+def test_job_list_filters_and_search(superuser_client: Client, worker: Worker) -> None:
+    dead = to_dlq(worker, "flaky")
+    urgent = Job.objects.get(id=state.enqueue("noop", {}, priority=1)["id"])
+    relaxed = Job.objects.get(id=state.enqueue("send_email", {"to": "a@b.c", "subject": "s"})["id"])
+
+    def listed(query: str) -> set[uuid.UUID]:
+        response = superuser_client.get(JOBS + query)
+        assert response.status_code == 200
+        return {job.id for job in response.context["cl"].result_list}
+
+    assert listed("") == {dead.id, urgent.id, relaxed.id}
+    assert listed("?status__exact=failed") == {dead.id}
+    assert listed("?in_dlq__exact=1") == {dead.id}
+    assert listed("?priority__exact=1") == {urgent.id}
+    assert listed("?type=send_email") == {relaxed.id}
+    assert listed(f"?q={urgent.id}") == {urgent.id}
+    assert listed("?q=send_") == {relaxed.id}
+    assert listed("?q=not-a-uuid-nor-a-type") == set()
+
+    page = superuser_client.get(JOBS).content.decode()
+    assert "failed · in DLQ" in page
+    assert "Add job" not in page
+
+
+def test_a_job_page_is_read_only_with_attempts_and_logs(
+    superuser_client: Client, worker: Worker
+) -> None:
+    job = to_dlq(worker, error="disk full")
+
+    response = superuser_client.get(f"{JOBS}{job.id}/change/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "disk full" in page  # the attempt's error and the job's last error
+    assert "RuntimeError: disk full" in page  # the stack trace
+    assert "about to fail: disk full" in page  # the log line
+    assert 'name="status"' not in page and 'name="priority"' not in page
+    assert 'name="_save"' not in page
+    assert not response.context["adminform"].form.fields  # nothing editable at all
+    for inline in response.context["inline_admin_formsets"]:
+        assert not inline.has_add_permission and not inline.has_change_permission
+
+
+def test_jobs_cannot_be_added_edited_or_deleted_in_the_admin(
+    superuser_client: Client, worker: Worker
+) -> None:
+    job = to_dlq(worker)
+
+    assert superuser_client.get(JOBS + "add/").status_code == 403
+    edit = superuser_client.post(f"{JOBS}{job.id}/change/", {"status": "completed"})
+    assert edit.status_code == 403
+    assert superuser_client.post(f"{JOBS}{job.id}/delete/", {"post": "yes"}).status_code == 403
+    listing = superuser_client.get(JOBS)
+    assert listing.context["action_form"] is None  # not even Django's delete_selected
+    job.refresh_from_db()
+    assert job.in_dlq and job.status == JobStatus.FAILED
+
+
+# --- the dead-letter queue -----------------------------------------------------------------------
+
+
+def test_dlq_lists_only_dead_letter_jobs_and_retry_selected_calls_the_state_machine(
+    superuser_client: Client, worker: Worker
+) -> None:
+    first, second = to_dlq(worker), to_dlq(worker)
+    alive = Job.objects.get(id=state.enqueue("noop", {})["id"])
+
+    listing = superuser_client.get(DLQ)
+    assert {j.id for j in listing.context["cl"].result_list} == {first.id, second.id}
+    assert alive.id not in {j.id for j in listing.context["cl"].result_list}
+
+    response = action(superuser_client, DLQ, "retry_selected", [first, alive])
+
+    assert response.status_code == 302
+    first.refresh_from_db()
+    assert (first.status, first.in_dlq, first.attempt_count) == (JobStatus.PENDING, False, 0)
+    assert JobAttempt.objects.filter(job=first).count() == 1  # history kept
+    second.refresh_from_db()
+    assert second.in_dlq  # not selected, not touched
+    followed = superuser_client.get(DLQ)
+    notes = [str(m) for m in followed.context["messages"]]
+    assert any("Retried 1 job" in note for note in notes)
+    assert {j.id for j in followed.context["cl"].result_list} == {second.id}
+
+
+def test_purge_selected_asks_first_then_purges_and_cancels_dependents(
+    superuser_client: Client, worker: Worker
+) -> None:
+    doomed, kept = to_dlq(worker, error="poison"), to_dlq(worker)
+    waiting = state.enqueue("noop", {}, depends_on=doomed.id)
+
+    confirm = action(superuser_client, DLQ, "purge_selected", [doomed])
+
+    assert confirm.status_code == 200
+    page = confirm.content.decode()
+    assert "Purge dead-letter jobs?" in page
+    assert str(doomed.id) in page and "poison" in page
+    assert "1 job waiting on it will be cancelled" in page
+    assert Job.objects.filter(id=doomed.id).exists()  # nothing happens before the yes
+
+    done = action(superuser_client, DLQ, "purge_selected", [doomed], post="yes")
+
+    assert done.status_code == 302
+    assert not Job.objects.filter(id=doomed.id).exists()
+    assert not JobAttempt.objects.filter(job_id=doomed.id).exists()
+    assert not JobLog.objects.filter(job_id=doomed.id).exists()
+    assert Job.objects.get(id=waiting["id"]).status == JobStatus.CANCELLED
+    assert Job.objects.filter(id=kept.id, in_dlq=True).exists()
+
+
+def test_purge_of_everything_matching_a_filter(superuser_client: Client, worker: Worker) -> None:
+    flaky = [to_dlq(worker, "flaky") for _ in range(3)]
+    other = to_dlq(worker, "noop")
+
+    confirm = action(
+        superuser_client, DLQ + "?type=flaky", "purge_selected", flaky[:1], select_across="1"
+    )
+    assert "Yes, purge 3 jobs" in confirm.content.decode()
+    action(
+        superuser_client,
+        DLQ + "?type=flaky",
+        "purge_selected",
+        flaky[:1],
+        select_across="1",
+        post="yes",
+    )
+
+    assert list(Job.objects.values_list("id", flat=True)) == [other.id]
+
+
+# --- a staff user who may only look --------------------------------------------------------------
+
+
+def test_a_view_only_staff_user_sees_jobs_and_the_dlq_but_cannot_act(
+    looker_client: Client, worker: Worker
+) -> None:
+    dead = to_dlq(worker)
+
+    assert looker_client.get(JOBS).status_code == 200
+    job_page = looker_client.get(f"{JOBS}{dead.id}/change/")
+    assert job_page.status_code == 200
+    assert "boom" in job_page.content.decode()  # attempts inline visible
+    listing = looker_client.get(DLQ)
+    assert listing.status_code == 200
+    assert [j.id for j in listing.context["cl"].result_list] == [dead.id]
+    assert listing.context["action_form"] is None or not [
+        choice
+        for choice, _ in listing.context["action_form"].fields["action"].choices
+        if choice in ("retry_selected", "purge_selected")
+    ]
+
+    action(looker_client, DLQ, "retry_selected", [dead])
+    action(looker_client, DLQ, "purge_selected", [dead], post="yes")
+
+    dead.refresh_from_db()
+    assert dead.in_dlq and dead.status == JobStatus.FAILED
+    assert looker_client.get("/admin/jobs/webhook/").status_code == 403
+    assert looker_client.get(JOBS + "add/").status_code == 403
+
+
+def test_an_operator_with_change_but_not_delete_may_retry_but_not_purge(worker: Worker) -> None:
+    user = get_user_model().objects.create_user("half", password="pw-half", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="change_job"))
+    client = Client()
+    client.login(username="half", password="pw-half")
+    first, second = to_dlq(worker), to_dlq(worker)
+
+    choices = dict(client.get(DLQ).context["action_form"].fields["action"].choices)
+    assert "retry_selected" in choices and "purge_selected" not in choices
+    action(client, DLQ, "purge_selected", [first], post="yes")
+    action(client, DLQ, "retry_selected", [second])
+
+    assert Job.objects.get(id=first.id).in_dlq
+    assert Job.objects.get(id=second.id).status == JobStatus.PENDING
+
+
+# --- workers, webhooks, tokens -----------------------------------------------------------------
+
+
+def test_workers_are_read_only_and_a_stale_one_is_flagged(superuser_client: Client) -> None:
+    long_ago = timezone.now() - timedelta(hours=1)
+    Worker.objects.create(hostname="ghost", pid=7, started_at=long_ago, heartbeat_at=long_ago)
+
+    page = superuser_client.get("/admin/jobs/worker/").content.decode()
+
+    assert "ghost" in page and "stale" in page
+    assert superuser_client.get("/admin/jobs/worker/add/").status_code == 403
+
+
+def test_webhooks_are_managed_with_validation_a_hidden_secret_and_a_test_action(
+    superuser_client: Client,
+) -> None:
+    bad = superuser_client.post(
+        "/admin/jobs/webhook/add/",
+        {"url": "ftp://example.com", "event_types": ["job.failed"], "secret": ""},
+    )
+    assert bad.status_code == 200
+    assert set(bad.context["adminform"].form.errors) == {"url", "secret"}
+    assert not Webhook.objects.exists()
+
+    created = superuser_client.post(
+        "/admin/jobs/webhook/add/",
+        {
+            "url": "https://example.com/hook",
+            "event_types": ["job.failed", "job.dlq_entry"],
+            "secret": "hunter2-hunter2",
+            "is_active": "on",
+        },
+    )
+    assert created.status_code == 302
+    hook = Webhook.objects.get()
+    assert hook.event_types == ["job.failed", "job.dlq_entry"]
+    assert hook.secret == "hunter2-hunter2"
+    assert hook.created_by is not None and hook.created_by.username == "root"
+
+    change_page = superuser_client.get(f"/admin/jobs/webhook/{hook.id}/change/").content.decode()
+    assert "hunter2" not in change_page
+    superuser_client.post(
+        f"/admin/jobs/webhook/{hook.id}/change/",
+        {"url": "https://example.com/v2", "event_types": ["job.failed"], "secret": ""},
+    )
+    hook.refresh_from_db()
+    assert (hook.url, hook.secret, hook.is_active) == (
+        "https://example.com/v2",
+        "hunter2-hunter2",
+        False,
+    )
+
+    action(superuser_client, "/admin/jobs/webhook/", "send_test_delivery", [hook])
+    delivery = Job.objects.get(type="http_request")
+    assert delivery.payload["url"] == "https://example.com/v2"
+    assert delivery.payload["headers"]["X-Scheduler-Event"] == "webhook.test"
+
+
+def test_api_tokens_never_show_their_hash(superuser_client: Client) -> None:
+    user = get_user_model().objects.get(username="root")
+    issue_token(user)
+    token = user.api_tokens.get()
+
+    listing = superuser_client.get("/admin/jobs/apitoken/").content.decode()
+    detail = superuser_client.get(f"/admin/jobs/apitoken/{token.pk}/change/").content.decode()
+
+    assert token.prefix in listing
+    assert token.key_hash not in listing and token.key_hash not in detail
+    assert superuser_client.get("/admin/jobs/apitoken/add/").status_code == 403
