@@ -508,6 +508,7 @@ def exec_command(command: list[str], *, prefer_local: bool, migrate: bool) -> in
             return 127
         forwarded = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *forwarded)}
+        # Only once the child exists: an ignored SIGINT would be inherited through exec.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for sig in forwarded:
             signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
@@ -517,6 +518,17 @@ def exec_command(command: list[str], *, prefer_local: bool, migrate: bool) -> in
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return exit_status(returncode)
+
+
+def terminate_with_parent() -> None:
+    """In a child of `make run`: get SIGTERM if `make run` dies without cleaning up (SIGKILL),
+    so that no web server or worker outlives it. Linux only; elsewhere a no-op."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 class Supervisor:
@@ -531,7 +543,13 @@ class Supervisor:
 
     def spawn(self, name: str, command: list[str]) -> None:
         self.children[name] = subprocess.Popen(  # noqa: S603 - our own commands
-            command, env=self.env, cwd=BASE_DIR, stdin=subprocess.DEVNULL, start_new_session=True
+            command,
+            env=self.env,
+            cwd=BASE_DIR,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            # preexec_fn is safe here: this process starts no threads.
+            preexec_fn=terminate_with_parent,
         )
 
     def _on_signal(self, _signum: int, _frame: object) -> None:
