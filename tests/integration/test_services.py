@@ -9,18 +9,25 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 
 import psycopg
 import pytest
 import redis
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
 
+from jobs.models import ApiToken
+from jobs.roles import is_operator
 from scheduler_project.services import (
     LOCAL_DATABASE_URL,
     LOCAL_REDIS_URL,
@@ -259,3 +266,40 @@ def test_make_run_serves_the_api_with_the_printed_token_and_ctrl_c_stops_everyth
         time.sleep(0.1)
     assert not pid_alive(int(worker_pid[1]))
     assert redis.Redis.from_url(env["REDIS_URL"]).ping()
+
+
+def ensure_dev_admin(path: Path) -> dict[str, str]:
+    output = StringIO()
+    call_command("ensure_dev_admin", "--json", "--credentials-file", str(path), stdout=output)
+    return dict(json.loads(output.getvalue()))
+
+
+@pytest.mark.django_db
+def test_ensure_dev_admin_shows_the_same_working_credentials_on_every_run(tmp_path, settings):
+    settings.DEBUG = True  # pytest-django turns it off; `make run` runs with the default, on
+    path = tmp_path / "dev-admin.json"
+    first = ensure_dev_admin(path)
+    assert ensure_dev_admin(path) == first
+    admin = User.objects.get(username="admin")
+    assert admin.is_superuser and admin.is_staff and is_operator(admin)
+    assert admin.check_password(first["password"])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {first['token']}")
+    assert client.get("/api/v1/jobs/stats").status_code == 200
+
+    # A token revoked in the database is replaced; the password stays.
+    ApiToken.objects.filter(user=admin).delete()
+    again = ensure_dev_admin(path)
+    assert again["password"] == first["password"]
+    assert again["token"] != first["token"]
+    assert ApiToken.objects.filter(user=admin).count() == 1
+
+
+@pytest.mark.django_db
+def test_ensure_dev_admin_refuses_when_debug_is_off(tmp_path, settings):
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="DEBUG is off"):
+        ensure_dev_admin(tmp_path / "dev-admin.json")
+    assert not User.objects.filter(username="admin").exists()
