@@ -313,7 +313,7 @@ def test_a_keepalive_comment_at_least_every_interval_even_while_events_flow(
     try:
         started = stream.next_event()["at"]
         bus = get_event_bus()
-        deadline = time.monotonic() + 3.6
+        deadline = time.monotonic() + 4.5
         while time.monotonic() < deadline:
             # Steady traffic must not postpone the keep-alive.
             bus.publish("job.created", {"id": "keepalive-probe"})
@@ -324,7 +324,9 @@ def test_a_keepalive_comment_at_least_every_interval_even_while_events_flow(
     keepalives = [b["at"] for b in stream.blocks if "keep-alive" in b["comments"]]
     assert len(keepalives) >= 3
     gaps = [b - a for a, b in zip([started, *keepalives], keepalives, strict=False)]
-    assert max(gaps) < 1.6, gaps
+    # 1 s apart, with room for a busy machine; a keep-alive postponed by traffic would
+    # leave a gap of the whole 4.5 s.
+    assert max(gaps) < 1.9, gaps
     assert any(b["event"] == "job.created" for b in stream.blocks)
 
 
