@@ -425,12 +425,14 @@ def purge(job_id: uuid.UUID) -> None:
 def purge_many(job_ids: Sequence[uuid.UUID] | None) -> int:
     """Purge those of `job_ids` that are in the DLQ, or the whole DLQ when None."""
     with transaction.atomic():
-        if job_ids is None:
-            targets = list(Job.objects.filter(in_dlq=True).values_list("id", flat=True))
-        else:
-            targets = list(job_ids)
+        # Only locked DLQ jobs are targets: a refused purge (the job is not in the DLQ) must
+        # not cancel the dependents of a job that stays, nor may a job retried meanwhile.
+        in_dlq = Job.objects.select_for_update().filter(in_dlq=True)
+        if job_ids is not None:
+            in_dlq = in_dlq.filter(id__in=list(job_ids))
+        targets = list(in_dlq.values_list("id", flat=True))
         dependents = _cancel_dependents(targets, "was purged from the dead-letter queue")
-        purged = len(_fetch("purge_dlq_jobs", {"job_ids": job_ids and list(job_ids)}))
+        purged = len(_fetch("purge_dlq_jobs", {"job_ids": targets}))
         _publish_after_commit([("job.cancelled", j) for j in dependents], stats_changed=True)
     return purged
 

@@ -1,0 +1,407 @@
+"""The state machine against real PostgreSQL and Redis: guarded transitions under races
+between separate connections, events only after commit, dependencies, recurrence, the DLQ.
+
+Races run in threads; each thread gets its own Django connection (closed at its end), so
+two transactions really contend for the same rows.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from jobs import state
+from jobs.models import Job, JobAttempt, JobLog, Worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def new_worker() -> Worker:
+    now = timezone.now()
+    return Worker.objects.create(hostname="race", pid=os.getpid(), started_at=now, heartbeat_at=now)
+
+
+def job_id_of(job: dict[str, Any]) -> uuid.UUID:
+    return uuid.UUID(job["id"])
+
+
+class Outcome:
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.finished_at = 0.0
+
+
+def in_thread(func: Callable[[], Any]) -> tuple[threading.Thread, Outcome]:
+    outcome = Outcome()
+
+    def run() -> None:
+        try:
+            outcome.value = func()
+        except BaseException as exc:  # handed to the test thread, which asserts on it
+            outcome.error = exc
+        finally:
+            outcome.finished_at = time.monotonic()
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def join(*threads: threading.Thread) -> None:
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+
+
+def claimed(worker: Worker, job: dict[str, Any]) -> state.ClaimedJob:
+    (claim,) = state.claim(worker.id, 1, [job_id_of(job)])
+    return claim
+
+
+def success(claim: state.ClaimedJob, result: Any = None) -> state.Success:
+    return state.Success(claim.id, claim.attempt_id, result, timezone.now())
+
+
+# --- races -----------------------------------------------------------------------------------
+
+
+def test_two_workers_racing_to_claim_the_same_jobs_never_share_one():
+    workers = [new_worker(), new_worker()]
+    jobs = [state.enqueue("noop", {}, priority=2) for _ in range(20)]
+    job_ids = [job_id_of(job) for job in jobs]
+    start = threading.Barrier(2)
+
+    def claim_all(worker: Worker) -> Callable[[], list[state.ClaimedJob]]:
+        def run() -> list[state.ClaimedJob]:
+            start.wait()
+            taken: list[state.ClaimedJob] = []
+            for job_id in job_ids:
+                taken += state.claim(worker.id, 1, [job_id])
+            return taken
+
+        return run
+
+    (t1, first), (t2, second) = in_thread(claim_all(workers[0])), in_thread(claim_all(workers[1]))
+    join(t1, t2)
+    assert first.error is None and second.error is None
+    ids_first = {c.id for c in first.value}
+    ids_second = {c.id for c in second.value}
+    assert not ids_first & ids_second
+    assert ids_first | ids_second == set(job_ids)
+    assert JobAttempt.objects.count() == 20
+    assert set(Job.objects.values_list("status", flat=True)) == {"processing"}
+
+
+def test_a_claim_held_open_makes_the_other_claim_skip_the_job_not_wait():
+    holder, rival = new_worker(), new_worker()
+    job = state.enqueue("noop", {}, priority=2)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> list[state.ClaimedJob]:
+        with transaction.atomic():
+            taken = state.claim(holder.id, 1, [job_id_of(job)])
+            held.set()
+            release.wait(10)
+        return taken
+
+    t1, first = in_thread(hold)
+    assert held.wait(10)
+    t2, second = in_thread(lambda: state.claim(rival.id, 1, [job_id_of(job)]))
+    join(t2)
+    release.set()
+    join(t1)
+    assert second.value == []
+    assert [c.id for c in first.value] == [job_id_of(job)]
+    assert Job.objects.get(id=job["id"]).worker_id == holder.id
+
+
+@pytest.mark.parametrize("first_to_commit", ["cancel", "complete"])
+def test_cancel_racing_complete_exactly_one_wins(first_to_commit):
+    worker = new_worker()
+    job = state.enqueue("noop", {}, priority=2)
+    claim = claimed(worker, job)
+    holding = threading.Event()
+    release = threading.Event()
+
+    def cancel() -> Any:
+        return state.cancel(claim.id)
+
+    def complete() -> state.CompletionReport:
+        return state.complete([success(claim, "done")], worker.id)
+
+    first, second = (cancel, complete) if first_to_commit == "cancel" else (complete, cancel)
+
+    def first_in_open_transaction() -> Any:
+        with transaction.atomic():
+            value = first()
+            holding.set()
+            release.wait(10)
+        return value
+
+    t1, winner = in_thread(first_in_open_transaction)
+    assert holding.wait(10)
+    t2, loser = in_thread(second)
+    time.sleep(0.3)
+    assert t2.is_alive(), "the second transition must wait for the first one's row lock"
+    release.set()
+    join(t1, t2)
+    assert winner.error is None
+    row = Job.objects.get(id=job["id"])
+    attempt = JobAttempt.objects.get(id=claim.attempt_id)
+    if first_to_commit == "cancel":
+        assert loser.value.completed == []
+        assert row.status == "cancelled" and row.result is None
+        assert (attempt.status, attempt.error_type) == ("failed", "Cancelled")
+    else:
+        assert isinstance(loser.error, state.InvalidStateError)
+        assert loser.error.status == "completed"
+        assert row.status == "completed" and row.result == "done"
+        assert attempt.status == "succeeded"
+
+
+def test_complete_racing_rescue_exactly_one_wins_either_way():
+    worker = new_worker()
+    stale = timezone.now() - timedelta(hours=1)
+    jobs = [state.enqueue("noop", {}, priority=2) for _ in range(2)]
+    rescued_claim, completed_claim = (claimed(worker, job) for job in jobs)
+    Worker.objects.filter(id=worker.id).update(heartbeat_at=stale)
+
+    # The rescue goes first for one job: the worker's late success is refused.
+    rescued = state.rescue_lost(stuck_after=timedelta(hours=2), worker_timeout=timedelta(minutes=1))
+    assert {job["id"] for job in rescued} == {str(c.id) for c in (rescued_claim, completed_claim)}
+    report = state.complete([success(rescued_claim)], worker.id)
+    assert report.completed == []
+    assert Job.objects.get(id=rescued_claim.id).status == "pending"
+    assert JobAttempt.objects.get(id=rescued_claim.attempt_id).error_type == "WorkerLost"
+
+    # A completion holding the row makes a concurrent rescue skip it, and the success stands.
+    second_worker = new_worker()
+    job = state.enqueue("noop", {}, priority=2)
+    claim = claimed(second_worker, job)
+    Worker.objects.filter(id=second_worker.id).update(heartbeat_at=stale)
+    holding = threading.Event()
+    release = threading.Event()
+
+    def complete_in_open_transaction() -> state.CompletionReport:
+        with transaction.atomic():
+            report = state.complete([success(claim, 42)], second_worker.id)
+            holding.set()
+            release.wait(10)
+        return report
+
+    t1, completion = in_thread(complete_in_open_transaction)
+    assert holding.wait(10)
+    t2, rescue = in_thread(
+        lambda: state.rescue_lost(stuck_after=timedelta(hours=2), worker_timeout=timedelta(0))
+    )
+    join(t2)
+    release.set()
+    join(t1)
+    assert str(claim.id) not in {job["id"] for job in rescue.value}
+    assert [j["id"] for j in completion.value.completed] == [str(claim.id)]
+    assert Job.objects.get(id=claim.id).status == "completed"
+
+
+def test_two_cancels_racing_one_succeeds_the_other_is_refused():
+    job = state.enqueue("noop", {}, priority=2)
+    start = threading.Barrier(2)
+
+    def cancel() -> Any:
+        start.wait()
+        return state.cancel(job_id_of(job))
+
+    (t1, a), (t2, b) = in_thread(cancel), in_thread(cancel)
+    join(t1, t2)
+    outcomes = sorted([a, b], key=lambda o: o.error is not None)
+    assert outcomes[0].value["status"] == "cancelled"
+    assert isinstance(outcomes[1].error, state.InvalidStateError)
+    assert outcomes[1].error.status == "cancelled"
+
+
+# --- events and transactions -----------------------------------------------------------------
+
+
+def test_event_is_published_only_after_the_callers_transaction_commits(events):
+    with transaction.atomic():
+        job = state.enqueue("noop", {}, priority=2)
+        time.sleep(0.3)
+        assert events.drain(0.2) == []
+    event = events.wait_for("job.created", lambda data: data["id"] == job["id"])
+    assert event["data"] == job
+
+
+def test_enqueue_in_a_rolled_back_transaction_leaves_no_job_and_no_event(events):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        doomed = state.enqueue("noop", {}, priority=2)
+        raise RuntimeError("the caller changed its mind")
+    marker = state.enqueue("noop", {}, priority=2)
+    events.wait_for("job.created", lambda data: data["id"] == marker["id"])
+    events.drain(0.3)
+    assert doomed["id"] not in {event["data"].get("id") for event in events.received}
+    assert not Job.objects.filter(id=doomed["id"]).exists()
+    assert Job.objects.filter(id=marker["id"]).exists()
+
+
+def test_each_transition_publishes_its_events(events):
+    worker = new_worker()
+    job = state.enqueue("noop", {}, priority=2, max_retries=1)
+    claim = claimed(worker, job)
+    events.wait_for("job.started", lambda data: data["id"] == job["id"])
+    state.fail(
+        claim.id,
+        claim.attempt_id,
+        error_type="ValueError",
+        error_message="bad",
+        stack_trace=None,
+        retry_delay=timedelta(seconds=1),
+    )
+    events.wait_for("job.failed", lambda data: data["id"] == job["id"])
+    dlq = events.wait_for("job.dlq_entry", lambda data: data["id"] == job["id"])
+    assert dlq["data"]["in_dlq"] is True
+    state.retry_from_dlq(claim.id)
+    retried = events.wait_for("job.retry_scheduled", lambda data: data["id"] == job["id"])
+    assert retried["data"]["status"] == "pending"
+    state.cancel(claim.id)
+    events.wait_for("job.cancelled", lambda data: data["id"] == job["id"])
+    stats = events.wait_for("stats.updated")
+    assert set(stats["data"]) == {
+        "pending", "processing", "completed", "failed", "dlq", "cancelled", "total",
+    }  # fmt: skip
+
+
+# --- dependencies, recurrence, DLQ -----------------------------------------------------------
+
+
+def test_dependent_job_waits_for_its_upstream_to_complete():
+    worker = new_worker()
+    upstream = state.enqueue("noop", {}, priority=3)
+    downstream = state.enqueue("noop", {}, priority=1, depends_on=job_id_of(upstream))
+    assert downstream["depends_on"] == upstream["id"]
+    taken = state.claim(worker.id, 10)
+    assert [c.id for c in taken] == [job_id_of(upstream)]
+    report = state.complete([success(taken[0])], worker.id)
+    assert report.released == [job_id_of(downstream)]
+    assert [c.id for c in state.claim(worker.id, 10)] == [job_id_of(downstream)]
+
+
+def test_dependent_of_a_completed_job_is_runnable_at_once():
+    worker = new_worker()
+    upstream = state.enqueue("noop", {}, priority=2)
+    state.complete([success(claimed(worker, upstream))], worker.id)
+    downstream = state.enqueue("noop", {}, priority=2, depends_on=job_id_of(upstream))
+    assert [c.id for c in state.claim(worker.id, 10)] == [job_id_of(downstream)]
+
+
+def test_cancelling_an_upstream_job_cancels_its_dependents():
+    upstream = state.enqueue("noop", {}, priority=2)
+    middle = state.enqueue("noop", {}, priority=2, depends_on=job_id_of(upstream))
+    last = state.enqueue("noop", {}, priority=2, depends_on=job_id_of(middle))
+    state.cancel(job_id_of(upstream))
+    for job in (middle, last):
+        row = Job.objects.get(id=job["id"])
+        assert row.status == "cancelled"
+        assert "was cancelled" in row.last_error
+    with pytest.raises(state.JobValidationError):
+        state.enqueue("noop", {}, priority=2, depends_on=job_id_of(upstream))
+
+
+def test_recurring_job_gets_its_next_slot_exactly_once():
+    worker = new_worker()
+    job = state.enqueue("noop", {}, priority=2, recur_interval="every_1_minute")
+    claim = claimed(worker, job)
+    report = state.complete([success(claim)], worker.id)
+    (next_run,) = report.created
+    assert next_run["recur_interval"] == "every_1_minute"
+    assert next_run["status"] == "pending"
+    scheduled = Job.objects.get(id=job["id"]).scheduled_at
+    assert Job.objects.get(id=next_run["id"]).scheduled_at == scheduled + timedelta(minutes=1)
+    # A duplicate report of the same success changes nothing and makes no second slot.
+    again = state.complete([success(claim)], worker.id)
+    assert (again.completed, again.created) == ([], [])
+    assert Job.objects.filter(previous_run_id=job["id"]).count() == 1
+
+
+def test_dlq_retry_resets_attempts_and_keeps_history():
+    worker = new_worker()
+    job = state.enqueue("noop", {}, priority=2, max_retries=2)
+    for attempt in range(2):
+        Job.objects.filter(id=job["id"]).update(run_at=timezone.now() - timedelta(seconds=1))
+        claim = claimed(worker, job)
+        failed = state.fail(
+            claim.id,
+            claim.attempt_id,
+            error_type="RuntimeError",
+            error_message=f"failure {attempt + 1}",
+            stack_trace=None,
+            retry_delay=timedelta(0),
+        )
+    assert failed is not None and failed["in_dlq"] and failed["attempt_count"] == 2
+    retried = state.retry_from_dlq(job_id_of(job))
+    assert (retried["status"], retried["attempt_count"], retried["in_dlq"]) == ("pending", 0, False)
+    assert retried["last_error"] is None
+    history = JobAttempt.objects.filter(job_id=job["id"]).order_by("attempt_number")
+    assert [a.error_message for a in history] == ["failure 1", "failure 2"]
+    assert [c.id for c in state.claim(worker.id, 1)] == [job_id_of(job)]
+    with pytest.raises(state.InvalidStateError) as refused:
+        state.retry_from_dlq(job_id_of(job))
+    assert refused.value.status == "processing"
+
+
+def dlq_job(worker: Worker, **enqueue_args: Any) -> dict[str, Any]:
+    job = state.enqueue("noop", {}, priority=2, max_retries=1, **enqueue_args)
+    claim = claimed(worker, job)
+    state.append_logs(claim.id, claim.attempt_id, [(timezone.now(), "INFO", "working")])
+    failed = state.fail(
+        claim.id,
+        claim.attempt_id,
+        error_type="RuntimeError",
+        error_message="boom",
+        stack_trace=None,
+        retry_delay=timedelta(0),
+    )
+    assert failed is not None and failed["in_dlq"]
+    return failed
+
+
+def test_purge_removes_the_job_its_attempts_and_logs_and_cancels_dependents():
+    worker = new_worker()
+    job = dlq_job(worker)
+    dependent = state.enqueue("noop", {}, priority=2, depends_on=job_id_of(job))
+    assert JobLog.objects.filter(job_id=job["id"]).count() == 1
+    state.purge(job_id_of(job))
+    assert not Job.objects.filter(id=job["id"]).exists()
+    assert not JobAttempt.objects.filter(job_id=job["id"]).exists()
+    assert not JobLog.objects.filter(job_id=job["id"]).exists()
+    assert Job.objects.get(id=dependent["id"]).status == "cancelled"
+
+
+def test_refused_purge_changes_nothing():
+    upstream = state.enqueue("noop", {}, priority=2)
+    dependent = state.enqueue("noop", {}, priority=2, depends_on=job_id_of(upstream))
+    with pytest.raises(state.InvalidStateError) as refused:
+        state.purge(job_id_of(upstream))
+    assert refused.value.status == "pending"
+    assert Job.objects.get(id=upstream["id"]).status == "pending"
+    assert Job.objects.get(id=dependent["id"]).status == "pending"
+
+
+def test_empty_dlq_purges_every_dlq_job_and_nothing_else():
+    worker = new_worker()
+    dlq = [dlq_job(worker) for _ in range(3)]
+    kept = state.enqueue("noop", {}, priority=2)
+    assert state.empty_dlq() == 3
+    assert not Job.objects.filter(id__in=[job["id"] for job in dlq]).exists()
+    assert Job.objects.filter(id=kept["id"]).exists()
+    assert state.empty_dlq() == 0
