@@ -15,19 +15,23 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+# Natural widths (px): the CSS lets a chart shrink to its panel, never grow past these.
 WIDTH = 560
+WIDE = 960
 
 
 def _truncate(text: str, length: int) -> str:
     return text if len(text) <= length else text[: length - 1] + "…"
 
 
-def _svg(title: str, height: int, body: Sequence[str], css_class: str) -> SafeString:
+def _svg(
+    title: str, height: int, body: Sequence[str], css_class: str, width: int = WIDTH
+) -> SafeString:
     return format_html(
         '<svg class="chart {}" viewBox="0 0 {} {}" role="img" aria-label="{}" '
         'preserveAspectRatio="xMinYMin meet"><title>{}</title>{}</svg>',
         css_class,
-        WIDTH,
+        width,
         height,
         title,
         title,
@@ -81,7 +85,7 @@ def time_series(
         return _empty(empty)
     height, axis, left = 170, 22, 34
     plot_height = height - axis - 10
-    step = (WIDTH - left) / len(buckets)
+    step = (WIDE - left) / len(buckets)
     top = max(value for _, value in buckets)
     body = [
         format_html(
@@ -90,10 +94,10 @@ def time_series(
             '<line class="chart-grid" x1="{}" y1="{}" x2="{}" y2="{}"></line>',
             top,
             left,
-            WIDTH,
+            WIDE,
             left,
             10 + plot_height,
-            WIDTH,
+            WIDE,
             10 + plot_height,
         )
     ]
@@ -124,7 +128,7 @@ def time_series(
                     hour,
                 )
             )
-    return _svg(title, height, body, "chart-columns")
+    return _svg(title, height, body, "chart-columns", WIDE)
 
 
 @dataclass(frozen=True)
@@ -140,13 +144,14 @@ def retry_timeline(
     attempts: Sequence[TimelineAttempt], *, end_label: str, end_at: datetime
 ) -> SafeString:
     """Attempts on a time line: a block per attempt, the backoff wait between them, and the
-    outcome (`end_label`, e.g. "DLQ") at `end_at`. Gaps are drawn to scale on a log-like
-    axis, so a 1 s and a 25 s backoff both stay visible."""
+    outcome (`end_label`, e.g. "DLQ") at `end_at`.
+
+    Attempts are short next to the waits between them, so each gets a fixed block; the
+    waits share the rest of the width by the square root of their length: backoff grows
+    5x per attempt, and on a linear axis the first waits would vanish."""
     if not attempts:
         return _empty("No attempt yet.")
     ordered = sorted(attempts, key=lambda a: a.started_at)
-    # Each segment (attempt or wait) gets a width growing with the square root of its
-    # duration: backoff grows 5x per attempt, and a linear axis would hide the first ones.
     segments: list[tuple[str, float, TimelineAttempt | None]] = []
     cursor = ordered[0].started_at
     for current in ordered:
@@ -158,17 +163,23 @@ def retry_timeline(
             ("attempt", max(0.0, (finished - current.started_at).total_seconds()), current)
         )
         cursor = max(cursor, finished)
-    left, right = 8, 70
-    weights = [max(0.5, duration) ** 0.5 for _, duration, _ in segments]
-    scale = (WIDTH - left - right) / sum(weights)
+    left, right, block, min_wait = 8, 90, 16.0, 56.0
+    waits = [duration**0.5 for kind, duration, _ in segments if kind == "wait"]
+    room = WIDE - left - right - block * len(ordered)
+    scale = room / sum(waits) if waits else 0.0
+    widths = [
+        block if kind == "attempt" else max(min_wait, duration**0.5 * scale)
+        for kind, duration, _ in segments
+    ]
     body = [
         format_html(
-            '<line class="chart-grid" x1="{}" y1="46" x2="{}" y2="46"></line>', left, WIDTH - right
+            '<line class="chart-grid" x1="{}" y1="46" x2="{}" y2="46"></line>',
+            left,
+            round(left + sum(widths), 1),
         )
     ]
     x = float(left)
-    for (kind, duration, attempt), weight in zip(segments, weights, strict=True):
-        width = weight * scale
+    for (kind, duration, attempt), width in zip(segments, widths, strict=True):
         if kind == "wait":
             body.append(
                 format_html(
@@ -198,7 +209,7 @@ def retry_timeline(
                     f": {attempt.error_type}" if attempt.error_type else "",
                     attempt.status,
                     round(x, 1),
-                    round(max(6.0, width), 1),
+                    round(width, 1),
                     round(x, 1),
                     attempt.number,
                     attempt.status,
@@ -218,7 +229,9 @@ def retry_timeline(
             end_label,
         )
     )
-    return _svg(f"Retry timeline: {len(ordered)} attempts, then {end_label}", 96, body, "timeline")
+    return _svg(
+        f"Retry timeline: {len(ordered)} attempts, then {end_label}", 96, body, "timeline", WIDE
+    )
 
 
 def _duration(seconds: float) -> str:

@@ -129,6 +129,11 @@
     source.addEventListener("stats.updated", function (event) {
       onStats(JSON.parse(event.data));
     });
+    source.addEventListener("stream.status", function (event) {
+      // Redis went away behind the server: the page is stale until it says "up" again.
+      var down = JSON.parse(event.data).redis === "down";
+      setLive(down ? "closed" : "open", down ? "Events paused" : "Live");
+    });
     JOB_EVENTS.forEach(function (type) {
       source.addEventListener(type, function (event) {
         onJob(type, JSON.parse(event.data));

@@ -1,0 +1,288 @@
+"""The console in a real browser: Debian's Chromium driven by Playwright, against daphne
+serving this test database, so the SSE stream and HTMX run for real.
+
+One browser and one server per module; each test gets a fresh browser context (its own
+cookies) and saves a screenshot under tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from jobs import state
+from jobs.api.auth import issue_token
+from jobs.models import Job, JobStatus
+from jobs.roles import Role
+
+from ..conftest import make_user
+from .helpers import dead_letter
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    # One xdist worker takes the whole module: one server and one browser, not one each.
+    pytest.mark.xdist_group("console_browser"),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+TIMEOUT_MS = 10_000
+
+
+def server_environment() -> dict[str, str]:
+    """What `subprocess_env` gives a test, for a server shared by the whole module."""
+    db = connection.settings_dict
+    credentials = quote(db["USER"] or "postgres", safe="")
+    if db["PASSWORD"]:
+        credentials += ":" + quote(db["PASSWORD"], safe="")
+    host = quote(db["HOST"] or "127.0.0.1", safe="")
+    return {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{credentials}@{host}:{db['PORT'] or 5432}/{db['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "SCHEDULER_EVENTS_CHANNEL": settings.SCHEDULER_EVENTS_CHANNEL,
+        "DJANGO_SETTINGS_MODULE": "scheduler_project.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def wait_until_serving(url: str, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"daphne exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/accounts/login/", timeout=2) as response:  # noqa: S310
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("daphne did not answer in time")
+
+
+@pytest.fixture(scope="module")
+def live_server_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
+    with django_db_blocker.unblock():
+        env = server_environment()
+    # The socket is bound here (port 0: the kernel picks a free one) and handed to daphne,
+    # so no other process can take the port between choosing and listening.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    port = listener.getsockname()[1]
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = (ARTIFACTS / "daphne.log").open("wb")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "--fd",
+            str(listener.fileno()),
+            "scheduler_project.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        pass_fds=[listener.fileno()],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(url, process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        listener.close()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls the tests make
+    # between browser steps are plain synchronous ones, so Django's guard is lifted here.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield launched
+            launched.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+def user(name: str, role: Role | None, **flags: Any) -> Any:
+    created = make_user(name, role)
+    if flags:
+        get_user_model().objects.filter(pk=created.pk).update(**flags)
+    return created
+
+
+@pytest.fixture
+def page(browser: Browser, live_server_url: str) -> Iterator[Page]:
+    context = browser.new_context(base_url=live_server_url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    opened = context.new_page()
+    yield opened
+    context.close()
+
+
+def log_in(page: Page, username: str, path: str = "/") -> None:
+    page.goto(path)
+    expect(page).to_have_url(f"/accounts/login/?next={quote(path)}")
+    page.fill('input[name="username"]', username)
+    page.fill('input[name="password"]', "pw-" + username)
+    page.click('button[type="submit"]')
+    page.wait_for_url(f"**{path}")
+
+
+def screenshot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def api_post(base_url: str, token: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(  # noqa: S310 - our own server on 127.0.0.1
+        base_url + path,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        assert response.status == 201
+        return dict(json.loads(response.read()))
+
+
+def test_login_then_a_job_created_through_the_api_shows_up_live(
+    page: Page, live_server_url: str
+) -> None:
+    operator = user("olga", Role.OPERATOR)
+    token = issue_token(operator)
+    log_in(page, "olga")
+    expect(page.locator("h1")).to_have_text("Dashboard")
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
+    pending = page.locator('.stat-card [data-stat="pending"]')
+    expect(pending).to_have_text("0")
+
+    job = api_post(
+        live_server_url, token, "/api/v1/jobs", {"type": "noop", "payload": {}, "priority": 1}
+    )
+
+    # No reload: the stat card and the live log follow the SSE stream.
+    expect(pending).to_have_text("1")
+    expect(page.locator("#log-feed .feed-line").first).to_contain_text(job["id"][:8])
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+    screenshot(page, "dashboard-live")
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, "dashboard-390")
+
+
+def test_filter_the_ledger_and_watch_a_row_change(page: Page) -> None:
+    user("fern", Role.VIEWER)
+    report = state.enqueue("generate_report", {"report": "weekly"}, priority=1)
+    for _ in range(3):
+        state.enqueue("noop", {}, priority=3)
+    log_in(page, "fern", "/jobs")
+    expect(page.locator("#ledger-rows tr")).to_have_count(4)
+
+    page.select_option('select[name="type"]', "generate_report")
+    page.click("text=Apply filters")
+    page.wait_for_url("**type=generate_report**")
+    rows = page.locator("#ledger-rows tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("generate_report")
+    expect(page.locator(f"#job-{report['id']} .pill")).to_have_text("Pending")
+
+    state.cancel(uuid.UUID(report["id"]))  # another operator, elsewhere
+    expect(page.locator(f"#job-{report['id']} .pill")).to_have_text("Cancelled")
+    expect(page.locator("button", has_text="Cancel")).to_have_count(0)  # a viewer's ledger
+    screenshot(page, "ledger-filtered")
+
+
+def test_a_bad_payload_is_shown_next_to_the_payload_field(page: Page) -> None:
+    user("otto", Role.OPERATOR)
+    log_in(page, "otto", "/jobs/new")
+    page.select_option('select[name="type"]', "send_email")
+    page.fill('textarea[name="payload"]', '{"subject": "Quarterly numbers"}')
+    page.click("text=Create job")
+    error = page.locator("#field-payload .field-error")
+    expect(error).to_have_text("payload.to: This field is required.")
+    expect(page.locator('textarea[name="payload"]')).to_have_value(
+        '{"subject": "Quarterly numbers"}'
+    )
+    assert Job.objects.count() == 0
+    screenshot(page, "create-job-error")
+
+
+def test_retry_a_dead_letter_from_its_detail_page(page: Page) -> None:
+    user("olive", Role.OPERATOR)
+    dead = dead_letter("send_email", {"to": "ops@example.com", "subject": "hi"}, "SMTP 554")
+    log_in(page, "olive", f"/dlq/{dead['id']}")
+    expect(page.locator("h1 .pill")).to_have_text("DLQ")
+    expect(page.locator("svg.timeline")).to_be_visible()
+    expect(page.locator(".attempt")).to_contain_text("SMTP 554")
+    screenshot(page, "dlq-detail")
+
+    page.click("#retry-button")
+    page.wait_for_url(f"**/jobs/{dead['id']}")
+    expect(page.locator(".flash-success")).to_contain_text("left the dead-letter queue")
+    expect(page.locator("h1 .pill")).to_have_text("Pending")
+    assert Job.objects.get(id=dead["id"]).status == JobStatus.PENDING
+
+    page.goto("/dlq")
+    expect(page.locator(f"#job-{dead['id']}")).to_have_count(0)
+    expect(page.locator('[data-stat="dlq"]')).to_have_text("0")
+    screenshot(page, "dlq-after-retry")
+
+
+def test_the_admin_retry_action_takes_a_job_out_of_the_dlq(page: Page) -> None:
+    user("ada", None, is_staff=True, is_superuser=True)
+    dead = dead_letter("http_request", {"url": "http://127.0.0.1:9/hook"}, "connection refused")
+    kept = dead_letter("flaky", {}, "simulated failure")
+    page.goto("/admin/jobs/deadletterjob/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "pw-ada")
+    page.click('input[type="submit"]')
+    page.wait_for_url("**/admin/jobs/deadletterjob/")
+    expect(page.locator("#result_list tbody tr")).to_have_count(2)
+
+    page.check(f'input[name="_selected_action"][value="{dead["id"]}"]')
+    page.select_option('select[name="action"]', "retry_selected")
+    page.click('button[name="index"]')
+    expect(page.locator(".messagelist")).to_contain_text("Retried 1 job(s)")
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    expect(page.locator("#result_list")).to_contain_text(kept["id"])
+    screenshot(page, "admin-dlq-retry")
+    retried = Job.objects.get(id=dead["id"])
+    assert retried.status == JobStatus.PENDING and not retried.in_dlq
+    assert Job.objects.get(id=kept["id"]).in_dlq
