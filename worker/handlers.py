@@ -91,6 +91,7 @@ def http_request(job: JobContext) -> dict[str, Any]:
             text = response.read(64 * 1024).decode("utf-8", "replace")
             status = response.status
     except urllib.error.HTTPError as exc:
+        exc.close()  # the error holds the open response; the attempt keeps only its status
         raise HandlerFailure(f"{payload['url']} answered {exc.code} {exc.reason}") from exc
     job.logger.info("%s %s -> %s", request.method, payload["url"], status)
     return {"status": status, "body": text[:2000]}

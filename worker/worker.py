@@ -101,7 +101,14 @@ class Worker:
 
     def run(self) -> int:
         """Work until told to stop; the process exit code (0: stopped cleanly)."""
-        self._install_signal_handlers()
+        previous_handlers = self._install_signal_handlers()
+        try:
+            return self._run()
+        finally:
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
+
+    def _run(self) -> int:
         stats_publisher.throttle(settings.SCHEDULER_STATS_INTERVAL)
         if not self._with_database(self._register):
             return 0
@@ -173,14 +180,15 @@ class Worker:
             _Timed(claims),
         ]
 
-    def _install_signal_handlers(self) -> None:
+    def _install_signal_handlers(self) -> dict[int, Any]:
         def on_signal(signum: int, frame: FrameType | None) -> None:
             self.signals += 1
             # SimpleQueue.put is reentrant: safe from a signal handler, and it wakes the loop.
             self.inbox.put(("signal", signum))
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        return {
+            signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)
+        }
 
     # --- the loop ----------------------------------------------------------------------------
 

@@ -46,10 +46,12 @@ def wait_for_cancel(job: JobContext) -> dict[str, Any]:
 
 
 def sleep(job: JobContext) -> dict[str, Any]:
-    """Sleep `seconds` ignoring cancellation, logging `lines` lines first."""
+    """Sleep `seconds` ignoring cancellation, logging `lines` lines before, `lines_after` after."""
     for index in range(job.payload.get("lines", 0)):
         job.logger.warning("line %d of attempt %d", index, job.attempt_number)
     time.sleep(job.payload.get("seconds", 1))
+    for index in range(job.payload.get("lines_after", 0)):
+        job.logger.warning("late line %d of attempt %d", index, job.attempt_number)
     return {"slept": job.payload.get("seconds", 1), "attempt": job.attempt_number}
 
 

@@ -1,0 +1,141 @@
+"""Crashes, stopped workers, signals: jobs are never lost and never finished twice."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from jobs import state
+from jobs.models import Job, JobAttempt, JobLog, Worker, WorkerStatus
+
+from .conftest import job_status, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def attempts_of(job_id: str) -> list[JobAttempt]:
+    return list(JobAttempt.objects.filter(job_id=job_id).order_by("attempt_number"))
+
+
+def test_killed_worker_job_is_rescued_and_finished_by_another(start_worker):
+    job = state.enqueue("sleep", {"seconds": 1.5})
+    doomed = start_worker()
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+    doomed.send(signal.SIGKILL)
+    doomed.wait()
+
+    survivor = start_worker()
+    wait_for(lambda: job_status(job["id"]) == "completed", timeout=20)
+
+    first, second = attempts_of(job["id"])
+    assert (first.status, first.error_type) == ("failed", "WorkerLost")
+    assert first.worker_id == Worker.objects.get(pid=doomed.pid).id
+    assert (second.status, second.worker_id) == ("succeeded", survivor.row().id)
+    assert Worker.objects.get(pid=doomed.pid).status == WorkerStatus.DEAD
+
+
+def test_worker_stopped_past_its_timeout_cannot_finish_or_log_into_the_rescued_job(start_worker):
+    job = state.enqueue("sleep", {"seconds": 2.5, "lines_after": 2})
+    paused = start_worker()
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+    paused.send(signal.SIGSTOP)
+
+    rescuer = start_worker()
+    wait_for(lambda: job_status(job["id"]) == "completed", timeout=20)
+    paused.send(signal.SIGCONT)
+    wait_for(
+        lambda: "claim lost" in paused.logs() or "refused" in paused.logs(),
+        timeout=10,
+        what="the paused worker to notice it lost the job",
+    )
+    time.sleep(0.5)
+
+    first, second = attempts_of(job["id"])
+    assert (first.status, first.error_type) == ("failed", "WorkerLost")
+    assert (second.status, second.worker_id) == ("succeeded", rescuer.row().id)
+    done = Job.objects.get(id=job["id"])
+    assert done.status == "completed" and done.result == {"slept": 2.5, "attempt": 2}
+    log_attempts = set(JobLog.objects.filter(job_id=job["id"]).values_list("attempt", flat=True))
+    assert log_attempts == {second.id}
+    # The paused worker came back: it heartbeats again and keeps working.
+    later = state.enqueue("noop", {})
+    wait_for(lambda: job_status(later["id"]) == "completed")
+    assert paused.popen.poll() is None
+
+
+def test_sigterm_finishes_the_running_job_claims_nothing_more_and_exits_0(start_worker):
+    running = state.enqueue("sleep", {"seconds": 1.5}, priority=1)
+    waiting = state.enqueue("noop", {}, priority=3)
+    worker = start_worker("--concurrency", "1")
+    wait_for(lambda: job_status(running["id"]) == "processing", timeout=15)
+
+    worker.send(signal.SIGTERM)
+    wait_for(lambda: worker.row().status == WorkerStatus.STOPPING, what="stopping status")
+
+    assert worker.wait() == 0, worker.logs()
+    assert job_status(running["id"]) == "completed"
+    assert job_status(waiting["id"]) == "pending"
+    row = worker.row()
+    assert row.status == WorkerStatus.STOPPED and row.stopped_at is not None
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_second_signal_stops_at_once_and_returns_running_jobs_to_pending(start_worker, signum):
+    job = state.enqueue("sleep", {"seconds": 30})
+    worker = start_worker()
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+
+    worker.send(signum)
+    wait_for(lambda: worker.row().status == WorkerStatus.STOPPING, what="stopping status")
+    stopped_at = time.monotonic()
+    worker.send(signum)
+
+    assert worker.wait(timeout=10) == 1, worker.logs()
+    assert time.monotonic() - stopped_at < 5
+    back = Job.objects.get(id=job["id"])
+    assert (back.status, back.worker_id, back.current_attempt_id) == ("pending", None, None)
+    (attempt,) = attempts_of(job["id"])
+    assert attempt.status == "failed" and attempt.error_type == "WorkerLost"
+    assert worker.row().status == WorkerStatus.STOPPED
+
+
+def test_grace_period_over_returns_the_job_to_pending(start_worker):
+    job = state.enqueue("sleep", {"seconds": 30})
+    worker = start_worker(env={"SCHEDULER_SHUTDOWN_GRACE": "1"})
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+
+    worker.send(signal.SIGTERM)
+
+    assert worker.wait(timeout=10) == 1, worker.logs()
+    assert job_status(job["id"]) == "pending"
+
+
+def test_cancel_of_a_running_job_reaches_its_handler_and_frees_the_slot(start_worker):
+    cancelled = state.enqueue("wait_for_cancel", {"seconds": 30}, priority=1)
+    next_job = state.enqueue("noop", {}, priority=3)
+    worker = start_worker("--concurrency", "1")
+    wait_for(lambda: job_status(cancelled["id"]) == "processing", timeout=15)
+
+    state.cancel(cancelled["id"])
+
+    wait_for(lambda: job_status(next_job["id"]) == "completed", timeout=3)
+    wait_for(lambda: "was cancelled while running" in worker.logs(), timeout=3)
+    gone = Job.objects.get(id=cancelled["id"])
+    assert (gone.status, gone.result) == ("cancelled", None)
+    (attempt,) = attempts_of(cancelled["id"])
+    assert (attempt.status, attempt.error_type) == ("failed", "Cancelled")
+
+
+def test_late_finish_of_a_cancelled_job_cannot_overwrite_it(start_worker):
+    job = state.enqueue("sleep", {"seconds": 1.0})
+    worker = start_worker()
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+
+    state.cancel(job["id"])
+    time.sleep(2.0)  # the handler ignores the flag and returns after its second
+
+    gone = Job.objects.get(id=job["id"])
+    assert (gone.status, gone.result, gone.completed_at) == ("cancelled", None, None)
+    assert Worker.objects.get(pid=worker.pid).jobs_done == 0

@@ -1,0 +1,127 @@
+"""The built-in handlers, run by a real worker loop (in this process, `--once` style)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from django.core import mail
+
+from jobs import state
+from jobs.models import Job, JobAttempt, JobLog
+from worker.worker import Worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_once(**options: Any) -> None:
+    assert Worker(once=True, **options).run() == 0
+
+
+def finished(job: dict[str, Any]) -> tuple[Job, list[JobAttempt]]:
+    return Job.objects.get(id=job["id"]), list(JobAttempt.objects.filter(job_id=job["id"]))
+
+
+class Recorder(BaseHTTPRequestHandler):
+    requests: list[dict[str, Any]] = []
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length).decode()
+        self.requests.append({"method": self.command, "path": self.path, "body": body})
+        if self.path.startswith("/slow"):
+            time.sleep(2)
+        status = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/status/") else 200
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(b"hello from the test server")
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    Recorder.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_send_email_goes_through_the_django_email_backend():
+    job = state.enqueue(
+        "send_email",
+        {"to": "ada@example.com", "subject": "Report ready", "html": "<p>Done</p>"},
+    )
+    run_once()
+
+    done, _ = finished(job)
+    assert done.status == "completed"
+    assert done.result == {"sent": 1, "to": "ada@example.com"}
+    (message,) = mail.outbox
+    assert (message.subject, message.to) == ("Report ready", ["ada@example.com"])
+    assert message.alternatives[0][0] == "<p>Done</p>"
+    assert JobLog.objects.filter(job_id=job["id"], message__contains="ada@example.com").exists()
+
+
+def test_http_request_posts_json_and_stores_the_answer(http_server):
+    job = state.enqueue(
+        "http_request", {"method": "POST", "url": f"{http_server}/hook", "json": {"a": 1}}
+    )
+    run_once()
+
+    done, _ = finished(job)
+    assert done.status == "completed"
+    assert done.result == {"status": 200, "body": "hello from the test server"}
+    assert Recorder.requests == [{"method": "POST", "path": "/hook", "body": '{"a": 1}'}]
+
+
+def test_http_request_non_2xx_fails_the_attempt(http_server):
+    job = state.enqueue(
+        "http_request", {"method": "GET", "url": f"{http_server}/status/503"}, max_retries=1
+    )
+    run_once()
+
+    done, (attempt,) = finished(job)
+    assert done.in_dlq
+    assert attempt.error_type == "HandlerFailure"
+    assert "503" in attempt.error_message
+
+
+def test_http_request_timeout_fails_the_attempt(http_server):
+    job = state.enqueue(
+        "http_request",
+        {"method": "GET", "url": f"{http_server}/slow", "timeout": 0.3},
+        max_retries=1,
+    )
+    started = time.monotonic()
+    run_once()
+
+    assert time.monotonic() - started < 2
+    done, (attempt,) = finished(job)
+    assert done.in_dlq
+    assert "timed out" in attempt.error_message
+
+
+def test_generate_report_noop_and_flaky_return_their_results():
+    report = state.enqueue("generate_report", {"report": "sales", "rows": 5000, "format": "csv"})
+    noop = state.enqueue("noop", {})
+    survivor = state.enqueue("flaky", {"failure_probability": 0})
+    run_once(scheduler="skiplist")
+
+    done, _ = finished(report)
+    assert done.result["report"] == "sales" and done.result["rows"] == 5000
+    assert 0.4 < done.result["mean"] < 0.6
+    assert finished(noop)[0].status == "completed" and finished(noop)[0].result is None
+    assert finished(survivor)[0].result == {"survived": True}

@@ -1,0 +1,51 @@
+"""Redis away, database connections cut: the worker keeps running jobs or recovers."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from django.db import connection
+
+from jobs import state
+from jobs.models import JobAttempt
+
+from .conftest import job_status, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_jobs_still_run_while_redis_is_unreachable(start_worker):
+    jobs = [state.enqueue("echo", {"value": n}) for n in range(5)]
+    worker = start_worker("--once", env={"REDIS_URL": f"redis://127.0.0.1:{closed_port()}/0"})
+    assert worker.wait() == 0, worker.logs()
+    assert all(job_status(job["id"]) == "completed" for job in jobs)
+    assert "event publish failed" in worker.logs()
+
+
+def test_worker_survives_losing_its_database_connections(start_worker):
+    worker = start_worker()
+    worker.wait_registered()
+    before = state.enqueue("noop", {})
+    wait_for(lambda: job_status(before["id"]) == "completed")
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        (terminated,) = cursor.fetchone()
+    assert terminated >= 2  # the loop's connection and the listener's
+
+    after = state.enqueue("echo", {"value": "after"})
+    wait_for(lambda: job_status(after["id"]) == "completed", timeout=15)
+    assert JobAttempt.objects.filter(job_id=after["id"]).count() == 1
+    assert worker.popen.poll() is None
+    logs = worker.logs()
+    assert "database unavailable" in logs or "listener lost its connection" in logs, logs
