@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
@@ -126,7 +127,8 @@ def list_parameters() -> list[OpenApiParameter]:
             "limit",
             OpenApiTypes.INT,
             OpenApiParameter.QUERY,
-            description="Jobs per page: default 20, at most 50 (more is a 400).",
+            description=f"Jobs per page: default {settings.API_PAGE_SIZE}, at most "
+            f"{settings.API_MAX_PAGE_SIZE} (more is a 400).",
         ),
     ]
     return parameters

@@ -12,10 +12,12 @@ import uuid
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.exceptions import RequestDataTooBig
 from django.core.management import call_command
 from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
+from jobs.api.errors import exception_handler
 from jobs.logging import JsonFormatter
 from jobs.models import ApiToken, Job
 from jobs.roles import is_operator
@@ -316,10 +318,11 @@ def test_openapi_document_is_open_valid_and_covers_every_route():
     assert {"status", "priority", "ordering", "page", "limit", "next_retry_before"} <= list_params
 
 
-def test_swagger_ui_page_is_open_and_points_at_the_document():
+def test_swagger_ui_page_is_open_and_points_at_the_document(settings):
     response = APIClient().get("/api-docs")
     assert response.status_code == 200
     page = response.content.decode()
+    assert f'src="{settings.API_DOCS_SWAGGER_UI_URL}/swagger-ui-bundle.js"' in page
     assert '<div id="swagger-ui">' in page
     (schema_url,) = re.findall(r'url: ("[^"]*")', page)
     assert json.loads(schema_url) == "/api-docs.json"
@@ -333,3 +336,29 @@ def test_browsable_root_lists_the_routes_without_credentials():
     page = APIClient().get("/api/v1/", HTTP_ACCEPT="text/html")
     assert page.status_code == 200
     assert "http://testserver/api/v1/jobs/stats" in page.content.decode()
+
+
+def test_browsable_api_renders_lists_details_and_errors_for_a_signed_in_user(
+    operator, job_in_state
+):
+    job = job_in_state("failed")
+    client = APIClient()
+    client.force_login(operator)
+    for path, status in [
+        (JOBS, 200),
+        (f"{JOBS}/{job['id']}", 200),
+        (f"{JOBS}/{job['id']}/attempts", 200),
+        (f"{JOBS}/{uuid.uuid4()}", 404),
+        (f"{JOBS}?limit=500", 400),
+    ]:
+        response = client.get(path, HTTP_ACCEPT="text/html")
+        assert response.status_code == status, path
+        assert response["Content-Type"].startswith("text/html")
+    page = client.get(f"{JOBS}/{job['id']}", HTTP_ACCEPT="text/html").content.decode()
+    assert job["id"] in page
+
+
+def test_request_data_too_big_from_django_maps_to_413():
+    response = exception_handler(RequestDataTooBig("too big"), {})
+    assert response.status_code == 413
+    assert response.data["error"]["code"] == "payload_too_large"
