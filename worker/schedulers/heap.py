@@ -5,20 +5,21 @@ from __future__ import annotations
 import uuid
 from heapq import heapify, heappop, heappush
 
-from .base import JobScheduler, ScheduledJob, SortKey
+from .base import ID_MASK, JobScheduler, ScheduledJob, SortKey
 
 # Below this many slots a rebuild is not worth its O(n); stale keys just wait to surface.
 _MIN_REBUILD_SIZE = 64
 
 
 class MinHeapScheduler(JobScheduler):
-    """`heapq` over the entries' precomputed key tuples, plus a dict id -> live entry.
+    """`heapq` over the entries' precomputed integer keys, plus a dict id -> live entry.
 
-    The heap holds only the key tuples the entries already carry, so no operation allocates.
+    The heap holds only the keys the entries already carry: insert allocates nothing, pop only
+    the id it masks out of the key to find the entry.
 
     Lazy deletion: `remove` and a replacing `insert` only forget the entry in the dict. Its key
     stays in the heap as a stale slot, recognised when it surfaces because the live entry for
-    that id no longer owns that very tuple (an identity check, so a re-inserted equal entry is
+    that id no longer owns that very key object (an identity check, so a re-inserted equal entry is
     never confused with its removed twin). As in asyncio's timer heap, stale slots are dropped
     when they reach the head and the heap is rebuilt once they are more than half of it.
 
@@ -38,11 +39,11 @@ class MinHeapScheduler(JobScheduler):
 
     def insert(self, entry: ScheduledJob) -> None:
         key = entry.key
-        held = self._live.setdefault(key[2], entry)
+        held = self._live.setdefault(entry.job_id.int, entry)
         if held is entry:
             self._arrivals.append(key)
         elif held != entry:
-            self._live[key[2]] = entry
+            self._live[entry.job_id.int] = entry
             self._arrivals.append(key)
             self._compact()
 
@@ -53,11 +54,11 @@ class MinHeapScheduler(JobScheduler):
         live = self._live
         while heap:
             key = heappop(heap)
-            entry = live.pop(key[2], None)
+            entry = live.pop(key & ID_MASK, None)
             if entry is not None:
                 if entry.key is key:
                     return entry
-                live[key[2]] = entry
+                live[key & ID_MASK] = entry
         raise IndexError("pop from an empty scheduler")
 
     def peek(self) -> ScheduledJob | None:
@@ -67,7 +68,7 @@ class MinHeapScheduler(JobScheduler):
         live = self._live
         while heap:
             key = heap[0]
-            entry = live.get(key[2])
+            entry = live.get(key & ID_MASK)
             if entry is not None and entry.key is key:
                 return entry
             heappop(heap)

@@ -55,7 +55,7 @@ class SkipListScheduler(JobScheduler):
 
     def insert(self, entry: ScheduledJob) -> None:
         key = entry.key
-        held = self._index.get(key[2])
+        held = self._index.get(entry.job_id.int)
         if held is not None:
             if held.entry == entry:
                 return
@@ -70,7 +70,7 @@ class SkipListScheduler(JobScheduler):
             before = update[i].forward
             forward[i] = before[i]
             before[i] = node
-        self._index[key[2]] = node
+        self._index[entry.job_id.int] = node
 
     def pop(self) -> ScheduledJob:
         head = self._head.forward
@@ -81,7 +81,7 @@ class SkipListScheduler(JobScheduler):
         forward = node.forward
         for i in range(len(forward)):
             head[i] = forward[i]
-        del self._index[node.key[2]]  # type: ignore[index]
+        del self._index[node.entry.job_id.int]  # type: ignore[union-attr]
         return node.entry  # type: ignore[return-value]
 
     def peek(self) -> ScheduledJob | None:
@@ -99,7 +99,7 @@ class SkipListScheduler(JobScheduler):
         update = self._predecessors(node.key)  # type: ignore[arg-type]
         for i in range(len(node.forward)):
             update[i].forward[i] = node.forward[i]
-        del self._index[node.key[2]]  # type: ignore[index]
+        del self._index[node.entry.job_id.int]  # type: ignore[union-attr]
         while self._level > 1 and self._head.forward[self._level - 1] is None:
             self._level -= 1
 

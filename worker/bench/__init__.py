@@ -1,0 +1,1 @@
+"""Benchmarks behind `python manage.py benchmark`: the schedulers, and end to end."""
