@@ -66,7 +66,7 @@ benchmark: install
 	$(CHECK_SERVICES) --migrate -- $(PY) manage.py benchmark --e2e
 
 screenshots: install browser
-	$(CHECK_SERVICES) --migrate -- $(PY) -m tests.console.screenshots
+	$(CHECK_SERVICES) -- $(PY) -m tests.console.screenshots
 
 clean:
 	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache
