@@ -17,6 +17,7 @@ from jobs.models import (
     Job,
     JobAttempt,
     JobDependency,
+    JobLog,
     JobStatus,
     Worker,
     WorkerStatus,
@@ -214,10 +215,16 @@ class JobGraph:
 def job_with_history(job_id: uuid.UUID) -> Job | None:
     return (
         Job.objects.select_related("worker", "previous_run")
-        .prefetch_related("attempts__worker", "logs")
+        .prefetch_related("attempts__worker")
         .filter(id=job_id)
         .first()
     )
+
+
+def recent_logs(job: Job, limit: int = 500) -> tuple[list[JobLog], bool]:
+    """The job's last `limit` log lines, oldest first, and whether older ones were left out."""
+    newest = list(job.logs.order_by("-created_at", "-id")[: limit + 1])
+    return newest[:limit][::-1], len(newest) > limit
 
 
 def job_graph(job: Job) -> JobGraph:

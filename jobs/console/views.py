@@ -224,11 +224,13 @@ def _render_job(
     request: ConsoleRequest, job: Job, *, status: int = 200, action_error: str | None = None
 ) -> HttpResponse:
     attempts = list(job.attempts.all())
+    logs, logs_truncated = selectors.recent_logs(job)
     context: dict[str, Any] = {
         "job": job,
         "state": selectors.job_state(job),
         "attempts": attempts,
-        "logs": list(job.logs.all()),
+        "logs": logs,
+        "logs_truncated": logs_truncated,
         "graph": selectors.job_graph(job),
         "action_error": action_error,
     }

@@ -94,11 +94,15 @@ def query_one(database_url: str, statement: str) -> tuple[object, ...] | None:
 
 
 def wait_for_dead_letters(database_url: str) -> str:
-    """Wait until enough seeded jobs used all their attempts; return the DLQ job to show."""
+    """Wait until enough seeded jobs used all their attempts, one of them several (so the
+    retry timeline has backoff to show); return the DLQ job with the most attempts."""
     deadline = time.monotonic() + WAIT_FOR_DLQ_SECONDS
     while time.monotonic() < deadline:
-        row = query_one(database_url, "SELECT count(*) FROM jobs WHERE in_dlq")
-        if row and int(str(row[0])) >= DLQ_WANTED:
+        row = query_one(
+            database_url,
+            "SELECT count(*), coalesce(max(attempt_count), 0) FROM jobs WHERE in_dlq",
+        )
+        if row and int(str(row[0])) >= DLQ_WANTED and int(str(row[1])) >= 3:
             break
         time.sleep(1)
     best = query_one(
@@ -201,7 +205,7 @@ def main() -> None:
             base_url = f"http://127.0.0.1:{port}"
             wait_until_serving(base_url)
             for shot in capture(base_url, dlq_job):
-                say(f"wrote {shot.relative_to(ROOT)}")
+                say(f"wrote {shot}")
         listener.close()
     finally:
         drop_database(database_url)

@@ -462,3 +462,30 @@ def test_viewer_sees_webhooks_but_no_webhook_buttons(as_viewer: Client, operator
     assert as_viewer.post(f"/settings/webhooks/{hook.id}/test").status_code == 403
     assert as_viewer.post(f"/settings/webhooks/{hook.id}/delete").status_code == 403
     assert Webhook.objects.exists() and not Job.objects.exists()
+
+
+def test_job_detail_shows_attempts_and_handler_logs(as_viewer: Client) -> None:
+    job = state.enqueue("generate_report", {"report": "q4"}, priority=2)
+    claimed = start(job["id"])
+    state.append_logs(
+        claimed.id, claimed.attempt_id, [(timezone.now(), "WARNING", "slow upstream: 3.2 s")]
+    )
+    body = text(as_viewer.get(f"/jobs/{job['id']}"))
+    assert "slow upstream: 3.2 s" in body and "log-warning" in body
+    assert "Attempt 1" in body and "pill-running" in body
+
+
+def test_dlq_charts_are_server_side_svg_with_their_numbers(as_viewer: Client) -> None:
+    for _ in range(3):
+        dead_letter(type="flaky", error="simulated failure")
+    dead_letter(type="http_request", payload={"url": "http://127.0.0.1:9/"}, error="refused")
+    body = text(as_viewer.get("/dlq"))
+    charts = re.findall(r"<svg class=\"chart[^\"]*\".*?</svg>", body, re.S)
+    assert len(charts) == 3
+    by_type, by_error, over_time = charts
+    assert "<title>flaky: 3</title>" in by_type and "<title>http_request: 1</title>" in by_type
+    assert "<title>simulated failure: 3</title>" in by_error
+    hour = timezone.localtime().strftime("%Y-%m-%d %H:00")
+    assert f"<title>{hour}: 4</title>" in over_time
+    detail = text(as_viewer.get(f"/dlq/{dead_letter()['id']}"))
+    assert '<svg class="chart timeline"' in detail and "DLQ</text>" in detail
