@@ -171,7 +171,8 @@ def test_create_api_token_defaults_new_users_to_viewer_and_keeps_existing_roles(
 
 @pytest.mark.parametrize("debug", [False, True])
 @pytest.mark.parametrize(
-    "path", ["/api/v1/nope", "/api/nope", f"{JOBS}/{uuid.uuid4()}/nope", "/api/v1/jobs/stats/x"]
+    "path",
+    ["/api/v1/nope", "/api/nope", f"{JOBS}/{uuid.UUID(int=7)}/nope", "/api/v1/jobs/stats/x"],
 )
 def test_unknown_routes_under_api_are_404_envelopes(viewer_client, settings, debug, path):
     settings.DEBUG = debug
