@@ -183,7 +183,7 @@ def test_body_of_exactly_the_limit_is_accepted_one_more_byte_is_413(operator_cli
 
 
 def test_parser_stops_reading_at_the_limit_whatever_the_headers_said(settings):
-    # Chunked bodies carry no Content-Length, so the parser checks the bytes themselves.
+    # The cap does not rest on the Content-Length header alone: the parser counts bytes.
     settings.API_MAX_BODY_BYTES = 100
     raw = json.dumps({"payload": {"blob": "x" * 200}}).encode()
     with pytest.raises(PayloadTooLarge):
