@@ -125,13 +125,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     """handler404, and the catch-all of unknown routes under /api/ (so even with DEBUG on)."""
     return JsonResponse(
-        error_body("not_found", f"No route {request.method} {request.path}."), status=404
+        error_body("not_found", f"Not found: {request.method} {request.path}."), status=404
     )
 
 
 def server_error_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse(error_body("internal_error", INTERNAL_ERROR_MESSAGE), status=500)
-
-
-def payload_too_large_response() -> JsonResponse:
-    return JsonResponse(error_body("payload_too_large", PayloadTooLarge.default_detail), status=413)
