@@ -141,6 +141,16 @@
     });
   }
 
+  // Filter forms send only the fields that are set, so ledger URLs stay short and shareable.
+  document.addEventListener("formdata", function (event) {
+    if (!event.target.hasAttribute("data-drop-empty")) return;
+    Array.from(event.formData.keys()).forEach(function (key) {
+      if (event.formData.getAll(key).every(function (value) { return value === ""; })) {
+        event.formData.delete(key);
+      }
+    });
+  });
+
   document.addEventListener("htmx:sseOpen", function (event) {
     bind(event.detail.source);
     setLive("open", "Live");

@@ -28,11 +28,11 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from jobs import state
 from jobs.api.auth import issue_token
-from jobs.models import Job, JobStatus
+from jobs.models import Job, JobStatus, UserPreference
 from jobs.roles import Role
 
 from ..conftest import make_user
-from .helpers import dead_letter
+from .helpers import dead_letter, start
 
 pytestmark = [
     pytest.mark.browser,
@@ -199,6 +199,9 @@ def test_login_then_a_job_created_through_the_api_shows_up_live(
     # No reload: the stat card and the live log follow the SSE stream.
     expect(pending).to_have_text("1")
     expect(page.locator("#log-feed .feed-line").first).to_contain_text(job["id"][:8])
+    start(job["id"])  # a worker picks it up
+    expect(page.locator('.stat-card [data-stat="processing"]')).to_have_text("1")
+    expect(page.locator("#active-jobs")).to_contain_text(job["id"][:8])
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
     screenshot(page, "dashboard-live")
 
@@ -208,7 +211,8 @@ def test_login_then_a_job_created_through_the_api_shows_up_live(
 
 
 def test_filter_the_ledger_and_watch_a_row_change(page: Page) -> None:
-    user("fern", Role.VIEWER)
+    fern = user("fern", Role.VIEWER)
+    UserPreference.objects.create(user=fern, theme="dark")
     report = state.enqueue("generate_report", {"report": "weekly"}, priority=1)
     for _ in range(3):
         state.enqueue("noop", {}, priority=3)
@@ -217,7 +221,7 @@ def test_filter_the_ledger_and_watch_a_row_change(page: Page) -> None:
 
     page.select_option('select[name="type"]', "generate_report")
     page.click("text=Apply filters")
-    page.wait_for_url("**type=generate_report**")
+    page.wait_for_url("**/jobs?type=generate_report")  # empty filters are left out
     rows = page.locator("#ledger-rows tr")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("generate_report")
@@ -226,7 +230,17 @@ def test_filter_the_ledger_and_watch_a_row_change(page: Page) -> None:
     state.cancel(uuid.UUID(report["id"]))  # another operator, elsewhere
     expect(page.locator(f"#job-{report['id']} .pill")).to_have_text("Cancelled")
     expect(page.locator("button", has_text="Cancel")).to_have_count(0)  # a viewer's ledger
-    screenshot(page, "ledger-filtered")
+
+    # New jobs are prepended live, but only those that pass the ledger's filters.
+    state.enqueue("noop", {}, priority=2)
+    newer = state.enqueue("generate_report", {"report": "daily"}, priority=2)
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_have_id(f"job-{newer['id']}")
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    screenshot(page, "ledger-filtered-dark")
+    page.set_viewport_size({"width": 390, "height": 844})
+    screenshot(page, "ledger-390-dark")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
 def test_a_bad_payload_is_shown_next_to_the_payload_field(page: Page) -> None:
