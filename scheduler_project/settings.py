@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     # Before channels: our `runworker` (the job worker) must win over channels' own.
     "worker",
@@ -150,9 +151,6 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 API_RATE_LIMIT = env_str("API_RATE_LIMIT", "")
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 20)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 50)
-API_DOCS_SWAGGER_UI_URL = env_str(
-    "API_DOCS_SWAGGER_UI_URL", "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5"
-).rstrip("/")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["jobs.api.auth.BearerTokenAuthentication"],
@@ -174,10 +172,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
-    # Swagger UI's own files come from this base URL (a CDN by default, pinned to a major
-    # version). Offline deployments serve `swagger-ui-dist` themselves and point here.
-    "SWAGGER_UI_DIST": API_DOCS_SWAGGER_UI_URL,
-    "SWAGGER_UI_FAVICON_HREF": f"{API_DOCS_SWAGGER_UI_URL}/favicon-32x32.png",
+    # Swagger UI's files are served from our own static files: no CDN, works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "SWAGGER_UI_SETTINGS": {"persistAuthorization": True},
 }
 
