@@ -266,6 +266,10 @@ def test_retry_a_dead_letter_from_its_detail_page(page: Page) -> None:
     expect(page.locator("svg.timeline")).to_be_visible()
     expect(page.locator(".attempt")).to_contain_text("SMTP 554")
     screenshot(page, "dlq-detail")
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, "dlq-detail-390")
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     page.click("#retry-button")
     page.wait_for_url(f"**/jobs/{dead['id']}")
