@@ -302,3 +302,21 @@ def test_entry_refuses_naive_times() -> None:
         ScheduledJob(uuid.uuid4(), 1, datetime(2026, 3, 1), BASE)
     with pytest.raises(TypeError, match="run_at must be a datetime"):
         ScheduledJob.from_row({"id": uuid.uuid4(), "priority": 1, "run_at": 5, "created_at": BASE})
+
+
+@IMPLEMENTATIONS
+def test_key_fields_never_bleed_into_each_other(make: Callable[[], JobScheduler]) -> None:
+    # The key packs deadline, created_at and id in one integer: the extremes of the later
+    # fields must not outweigh one microsecond of the earlier ones.
+    first_day = datetime(1, 1, 1, tzinfo=UTC)
+    last_minute = datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
+    sooner = ScheduledJob(uuid.UUID(int=2**128 - 1), 1, BASE, last_minute)
+    later = ScheduledJob(uuid.UUID(int=0), 1, BASE + timedelta(microseconds=1), first_day)
+    older_big_id = ScheduledJob(uuid.UUID(int=2**128 - 2), 3, last_minute, first_day)
+    newer_small_id = ScheduledJob(
+        uuid.UUID(int=1), 3, last_minute, first_day + timedelta(microseconds=1)
+    )
+    scheduler = make()
+    for entry in (newer_small_id, later, older_big_id, sooner):
+        scheduler.insert(entry)
+    assert drain(scheduler) == [sooner, later, older_big_id, newer_small_id]
