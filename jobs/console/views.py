@@ -151,8 +151,12 @@ def job_row(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
 # --- actions on one job ----------------------------------------------------------------------
 
 
+_NOW_IS = {"dlq": "in the dead-letter queue", "failed": "waiting for a retry"}
+
+
 def _moved_on(error: state.InvalidStateError) -> str:
-    return f"This job moved on: it is now {state_label(error.status).lower()}."
+    now_is = _NOW_IS.get(error.status, state_label(error.status).lower())
+    return f"This job moved on: it is now {now_is}."
 
 
 def _next_url(request: ConsoleRequest, default: str) -> str:
@@ -181,8 +185,9 @@ def _act(request: ConsoleRequest, job_id: uuid.UUID, action: str) -> HttpRespons
     if request.htmx:
         if action == "purge":
             return HttpResponse("")
-        job = Job.objects.get(id=job_id)
-        return page(request, "console/partials/job_row.html", {"job": job, "notice": done})
+        job = Job.objects.filter(id=job_id).first()
+        context = {"job": job, "gone_id": job_id, "notice": done}
+        return page(request, "console/partials/job_row.html", context)
     messages.success(request, done)
     default = reverse("console:dlq") if action == "purge" else detail_url
     return redirect(_next_url(request, default))

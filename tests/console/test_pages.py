@@ -489,3 +489,13 @@ def test_dlq_charts_are_server_side_svg_with_their_numbers(as_viewer: Client) ->
     assert f"<title>{hour}: 4</title>" in over_time
     detail = text(as_viewer.get(f"/dlq/{dead_letter()['id']}"))
     assert '<svg class="chart timeline"' in detail and "DLQ</text>" in detail
+
+
+def test_a_409_names_what_the_job_became(as_operator: Client) -> None:
+    dead = dead_letter()
+    body = text(as_operator.post(f"/jobs/{dead['id']}/cancel", **HTMX))
+    assert "This job moved on: it is now in the dead-letter queue." in body
+    pending = state.enqueue("noop", {}, priority=2)
+    refused = as_operator.post(f"/jobs/{pending['id']}/retry", **HTMX)
+    assert refused.status_code == 409
+    assert "This job moved on: it is now pending." in text(refused)
