@@ -127,6 +127,9 @@
     if (source.consoleBound) return;
     source.consoleBound = true;
     source.addEventListener("stats.updated", function (event) {
+      // The server sends one right after it subscribed for this client: from here on,
+      // nothing is missed, so this (not the socket opening) is when the page is live.
+      setLive("open", "Live");
       onStats(JSON.parse(event.data));
     });
     source.addEventListener("stream.status", function (event) {
@@ -153,7 +156,6 @@
 
   document.addEventListener("htmx:sseOpen", function (event) {
     bind(event.detail.source);
-    setLive("open", "Live");
   });
   document.addEventListener("htmx:sseError", function () {
     setLive("closed", "Reconnecting");

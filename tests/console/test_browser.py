@@ -222,6 +222,7 @@ def test_filter_the_ledger_and_watch_a_row_change(page: Page) -> None:
     page.select_option('select[name="type"]', "generate_report")
     page.click("text=Apply filters")
     page.wait_for_url("**/jobs?type=generate_report")  # empty filters are left out
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
     rows = page.locator("#ledger-rows tr")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("generate_report")
