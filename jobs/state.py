@@ -234,17 +234,17 @@ def claim(
         )
         claimed = [
             ClaimedJob(
-                id=row["id"],
-                type=row["type"],
+                id=uuid.UUID(job["id"]),
+                type=job["type"],
                 payload=job["payload"],
-                priority=row["priority"],
+                priority=job["priority"],
                 attempt_id=row["current_attempt_id"],
-                attempt_number=row["attempt_count"],
-                max_retries=row["max_retries"],
+                attempt_number=job["attempt_count"],
+                max_retries=job["max_retries"],
                 job=job,
             )
             for row in rows
-            for job in [represent_row(row)]
+            for job in [_sql_job_object(row["job"])]
         ]
         _publish_after_commit([("job.started", c.job) for c in claimed])
     return claimed
@@ -265,8 +265,8 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
                 "worker_id": worker_id,
             },
         )
-        completed = [represent_row(r) for r in rows if r["event"] == "job.completed"]
-        created = [represent_row(r) for r in rows if r["event"] == "job.created"]
+        completed = [_sql_job_object(r["job"]) for r in rows if r["event"] == "job.completed"]
+        created = [_sql_job_object(r["job"]) for r in rows if r["event"] == "job.created"]
         runnable = [r for r in rows if r["event"] == "job.created"]
         if completed:
             runnable += [
@@ -468,6 +468,11 @@ def _fetch(name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 _FEED = '{"feed":true}'
+
+
+def _sql_job_object(value: str | JobObject) -> JobObject:
+    """The job object `scheduler_job_object()` built in SQL (json arrives parsed or as text)."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _notify_runnable(rows: Sequence[Mapping[str, Any]]) -> None:

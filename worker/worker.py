@@ -388,6 +388,11 @@ class Worker:
         ]
         if successes:
             report = state.complete(successes, self.id)
+            if len(report.completed) < len(successes):
+                done = {job["id"] for job in report.completed}
+                for refused in successes:
+                    if str(refused.job_id) not in done:
+                        logger.info("outcome of job %s refused: its claim was lost", refused.job_id)
             offers += [
                 ScheduledJob.from_row({**job, "run_at": job["scheduled_at"]})
                 for job in report.created
