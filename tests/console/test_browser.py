@@ -277,6 +277,10 @@ def test_retry_a_dead_letter_from_its_detail_page(page: Page) -> None:
     expect(page.locator(".flash-success")).to_contain_text("left the dead-letter queue")
     expect(page.locator("h1 .pill")).to_have_text("Pending")
     assert Job.objects.get(id=dead["id"]).status == JobStatus.PENDING
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
+    start(dead["id"])  # a worker claims the retried job: its page follows without a reload
+    expect(page.locator("h1 .pill")).to_have_text("Processing")
+    expect(page.locator(".attempt")).to_have_count(2)
 
     page.goto("/dlq")
     expect(page.locator(f"#job-{dead['id']}")).to_have_count(0)
