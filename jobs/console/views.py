@@ -136,15 +136,16 @@ def ledger(request: ConsoleRequest) -> HttpResponse:
 def job_row(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
     """One ledger row, for live updates. With `match=1` only if the job passes the ledger's
     filters (a new job prepended to a filtered ledger), else 204 and nothing is swapped."""
-    queryset = Job.objects.all()
     if request.GET.get("match"):
         filterset = _ledger_filter(request)
-        if not filterset.is_valid():
+        job = filterset.qs.filter(id=job_id).first() if filterset.is_valid() else None
+        if job is None:
             return HttpResponse(status=204)
-        queryset = filterset.qs
-    job = queryset.filter(id=job_id).first()
+    else:
+        job = Job.objects.filter(id=job_id).first()
     if job is None:
-        return HttpResponse(status=204)
+        context = {"gone_id": job_id, "action_error": "This job was purged."}
+        return page(request, "console/partials/job_row.html", context)
     return page(request, "console/partials/job_row.html", {"job": job})
 
 

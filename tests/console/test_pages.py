@@ -499,3 +499,11 @@ def test_a_409_names_what_the_job_became(as_operator: Client) -> None:
     refused = as_operator.post(f"/jobs/{pending['id']}/retry", **HTMX)
     assert refused.status_code == 409
     assert "This job moved on: it is now pending." in text(refused)
+
+
+def test_row_fragment_of_a_purged_job_says_so(as_viewer: Client) -> None:
+    dead = dead_letter()
+    state.purge(uuid.UUID(dead["id"]))
+    response = as_viewer.get(f"/jobs/{dead['id']}/row", **HTMX)
+    assert response.status_code == 200
+    assert f'id="job-{dead["id"]}"' in text(response) and "This job was purged." in text(response)
