@@ -97,8 +97,11 @@ class Feeder(Unit):
         self.limit = limit
         # The last run hit `limit`: more is waiting, feed again once the scheduler runs dry.
         self.truncated = False
+        # Set by the worker when it dropped jobs it could not claim: some may still be due.
+        self.stale = False
 
     def run_once(self) -> dict[str, int]:
+        self.stale = False
         entries, self.truncated = runnable_jobs(lookahead=self.lookahead, limit=self.limit)
         return {"seen": len(entries), "new": self.sink(entries)}
 

@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 # How often the logs of long-running attempts are written while they run.
 _LOG_FLUSH_SECONDS = 1.0
+# The soonest the feeder runs again when the scheduler ran dry early.
+_REFEED_SECONDS = 1.0
 # A job counts as due this long after its time: the job object's times are cut to the
 # millisecond, and a claim a hair too early finds the job not due and drops it.
 _CLOCK_MARGIN = timedelta(milliseconds=5)
@@ -253,9 +255,11 @@ class Worker:
             if not self._offer(entries):
                 return -1
             return 0.0
-        if self.feeder.truncated and not self.scheduler:
-            self._units[2].due = 0.0
-            return 0.0
+        if not self.scheduler and (self.feeder.truncated or self.feeder.stale):
+            # More is waiting (the last feed hit its limit), or jobs were dropped because
+            # another transaction held them for a moment: feed again soon, not in 30 s.
+            feed = self._units[2]
+            feed.due = min(feed.due, feed.due - self.feeder.interval + _REFEED_SECONDS)
         if self.scheduler and self.processor.free_slots and not stopping:
             return 0.0
         return self._sleep_budget()
@@ -362,6 +366,8 @@ class Worker:
         self._unreported = []
         self._offer(offers)
         # Jobs popped but not claimed were taken by another worker (or cancelled): dropped.
+        if len(claimed) < len(popped):
+            self.feeder.stale = True
         self.claimed_total += len(claimed)
         for job in claimed:
             self.processor.start(job)

@@ -7,11 +7,13 @@ import time
 from datetime import timedelta
 from itertools import pairwise
 
+import psycopg
 import pytest
 from django.utils import timezone
 
 from jobs import state
 from jobs.models import Job, JobAttempt
+from worker.wakeup import connection_params
 
 from .conftest import job_status, wait_for
 
@@ -135,3 +137,14 @@ def test_cancelling_a_recurring_job_ends_the_series(start_worker):
     time.sleep(1.0)
     assert job_status(series["id"]) == "cancelled"
     assert not Job.objects.filter(previous_run_id=series["id"]).exists()
+
+
+def test_job_skipped_while_another_transaction_held_it_runs_soon_after(start_worker):
+    job = state.enqueue("noop", {})
+    with psycopg.connect(**connection_params()) as holder:
+        holder.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", [job["id"]])
+        worker = start_worker(env={"SCHEDULER_FEEDER_INTERVAL": "600"})
+        worker.wait_registered()
+        time.sleep(0.5)  # the worker has fed and tried to claim it: skipped, locked
+        assert job_status(job["id"]) == "pending"
+    wait_for(lambda: job_status(job["id"]) == "completed", timeout=5)
