@@ -129,7 +129,8 @@ def _scheduler_times(
 
 def run(sizes: Sequence[int] = DEFAULT_SIZES, runs: int = DEFAULT_RUNS, seed: int = 0) -> list[Row]:
     """Median milliseconds per (operation, size) for each structure; the runs interleave the
-    structures so that a noisy moment on a shared machine does not hit only one of them."""
+    structures, in a rotating order, so that a noisy moment on a shared machine does not hit
+    only one of them."""
     rows = []
     for size in sizes:
         entries = make_entries(size, seed)
@@ -141,13 +142,21 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, runs: int = DEFAULT_RUNS, seed: in
             "tuples": [],
             "ints": [],
         }
+        names = list(samples)
         for run_number in range(runs):
-            samples["tuples"].append(_heapq_times(tuples))
-            samples["ints"].append(_heapq_times(ints))
-            samples["heap"].append(_scheduler_times(MinHeapScheduler, entries))
-            samples["skiplist"].append(
-                _scheduler_times(partial(SkipListScheduler, seed=run_number), entries)
-            )
+            # Each run starts with a different contender: what runs just before (and what it
+            # left in the caches) would otherwise favour or handicap the same one every time.
+            shift = run_number % len(names)
+            for name in names[shift:] + names[:shift]:
+                if name == "tuples":
+                    times = _heapq_times(tuples)
+                elif name == "ints":
+                    times = _heapq_times(ints)
+                elif name == "heap":
+                    times = _scheduler_times(MinHeapScheduler, entries)
+                else:
+                    times = _scheduler_times(partial(SkipListScheduler, seed=run_number), entries)
+                samples[name].append(times)
         for operation, measure in OPERATIONS.items():
             median = {
                 name: statistics.median(map(measure, runs_)) for name, runs_ in samples.items()

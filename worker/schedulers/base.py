@@ -55,12 +55,17 @@ class ScheduledJob:
     ready_at: datetime
     created_at: datetime
     key: SortKey = field(init=False, repr=False, compare=False)
+    # `job_id.int`, the structures' index key, held here to spare a hop through the UUID.
+    int_id: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         deadline = _microseconds(self.ready_at, "ready_at") + self.priority * _WEIGHT_US
         created = _microseconds(self.created_at, "created_at")
-        key = deadline << _DEADLINE_SHIFT | created << _CREATED_SHIFT | self.job_id.int
-        object.__setattr__(self, "key", key)
+        int_id = self.job_id.int
+        object.__setattr__(
+            self, "key", deadline << _DEADLINE_SHIFT | created << _CREATED_SHIFT | int_id
+        )
+        object.__setattr__(self, "int_id", int_id)
 
     @property
     def virtual_deadline(self) -> datetime:

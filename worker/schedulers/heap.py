@@ -39,11 +39,11 @@ class MinHeapScheduler(JobScheduler):
 
     def insert(self, entry: ScheduledJob) -> None:
         key = entry.key
-        held = self._live.setdefault(entry.job_id.int, entry)
+        held = self._live.setdefault(entry.int_id, entry)
         if held is entry:
             self._arrivals.append(key)
         elif held != entry:
-            self._live[entry.job_id.int] = entry
+            self._live[entry.int_id] = entry
             self._arrivals.append(key)
             self._compact()
 

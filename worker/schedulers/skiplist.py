@@ -8,15 +8,18 @@ import uuid
 from .base import JobScheduler, ScheduledJob, SortKey
 
 MAX_LEVEL = 16
+# Above every real key (those stay below 2^256), so searches stop at the tail without a
+# None check at each step.
+_TAIL_KEY = 1 << 512
 
 
 class _Node:
     __slots__ = ("entry", "forward", "key")
 
-    def __init__(self, key: SortKey | None, entry: ScheduledJob | None, level: int) -> None:
+    def __init__(self, key: SortKey, entry: ScheduledJob | None, forward: list[_Node]) -> None:
         self.key = key
         self.entry = entry
-        self.forward: list[_Node | None] = [None] * level
+        self.forward = forward
 
 
 class SkipListScheduler(JobScheduler):
@@ -27,19 +30,15 @@ class SkipListScheduler(JobScheduler):
     """
 
     name = "skiplist"
-    __slots__ = ("_head", "_index", "_level", "_rng")
+    __slots__ = ("_head", "_index", "_level", "_rng", "_tail")
 
     def __init__(self, seed: int | None = None) -> None:
-        self._head = _Node(None, None, MAX_LEVEL)
+        self._tail = _Node(_TAIL_KEY, None, [])
+        self._head = _Node(-1, None, [self._tail] * MAX_LEVEL)
         self._index: dict[int, _Node] = {}
         self._level = 1
         # Level choice only shapes performance, never the order, so any seed is correct.
         self._rng = random.Random(seed)  # noqa: S311
-
-    def _random_level(self) -> int:
-        # The position of the lowest set bit: level k with probability 2^-k, capped at 16.
-        bits = self._rng.getrandbits(MAX_LEVEL - 1) | (1 << (MAX_LEVEL - 1))
-        return (bits & -bits).bit_length()
 
     def _predecessors(self, key: SortKey) -> list[_Node]:
         """For each level, the last node whose key is below `key`."""
@@ -47,46 +46,43 @@ class SkipListScheduler(JobScheduler):
         node = self._head
         for level in range(self._level - 1, -1, -1):
             nxt = node.forward[level]
-            while nxt is not None and nxt.key < key:  # type: ignore[operator]
+            while nxt.key < key:
                 node = nxt
                 nxt = node.forward[level]
             update[level] = node
         return update
 
     def insert(self, entry: ScheduledJob) -> None:
-        key = entry.key
-        held = self._index.get(entry.job_id.int)
+        held = self._index.get(entry.int_id)
         if held is not None:
             if held.entry == entry:
                 return
             self._unlink(held)
-        update = self._predecessors(key)
-        level = self._random_level()
+        update = self._predecessors(entry.key)
+        # The position of the lowest set bit: level k with probability 2^-k, capped at 16.
+        bits = self._rng.getrandbits(MAX_LEVEL - 1) | (1 << (MAX_LEVEL - 1))
+        level = (bits & -bits).bit_length()
         if level > self._level:
             self._level = level
-        node = _Node(key, entry, level)
-        forward = node.forward
+        forward = [update[i].forward[i] for i in range(level)]
+        node = _Node(entry.key, entry, forward)
         for i in range(level):
-            before = update[i].forward
-            forward[i] = before[i]
-            before[i] = node
-        self._index[entry.job_id.int] = node
+            update[i].forward[i] = node
+        self._index[entry.int_id] = node
 
     def pop(self) -> ScheduledJob:
         head = self._head.forward
         node = head[0]
-        if node is None:
+        if node.entry is None:
             raise IndexError("pop from an empty scheduler")
         # The first node is first on every level it stands on.
         forward = node.forward
-        for i in range(len(forward)):
-            head[i] = forward[i]
-        del self._index[node.entry.job_id.int]  # type: ignore[union-attr]
-        return node.entry  # type: ignore[return-value]
+        head[: len(forward)] = forward
+        del self._index[node.entry.int_id]
+        return node.entry
 
     def peek(self) -> ScheduledJob | None:
-        node = self._head.forward[0]
-        return None if node is None else node.entry
+        return self._head.forward[0].entry
 
     def remove(self, job_id: uuid.UUID) -> bool:
         node = self._index.get(job_id.int)
@@ -96,11 +92,12 @@ class SkipListScheduler(JobScheduler):
         return True
 
     def _unlink(self, node: _Node) -> None:
-        update = self._predecessors(node.key)  # type: ignore[arg-type]
-        for i in range(len(node.forward)):
-            update[i].forward[i] = node.forward[i]
-        del self._index[node.entry.job_id.int]  # type: ignore[union-attr]
-        while self._level > 1 and self._head.forward[self._level - 1] is None:
+        update = self._predecessors(node.key)
+        for i, after in enumerate(node.forward):
+            update[i].forward[i] = after
+        del self._index[node.entry.int_id]  # type: ignore[union-attr]
+        head = self._head.forward
+        while self._level > 1 and head[self._level - 1] is self._tail:
             self._level -= 1
 
     def __len__(self) -> int:
