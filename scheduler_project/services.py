@@ -570,6 +570,11 @@ class Supervisor:
             time.sleep(0.1)
         return False
 
+    def pause(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not self.signals and not self.exited():
+            time.sleep(0.1)
+
     def wait(self) -> int:
         """Until a signal or a child's exit; 0 for a requested stop, 1 when a child died."""
         while not self.signals:
@@ -655,6 +660,11 @@ def run_dev() -> int:
         if not database_has_jobs(env["DATABASE_URL"]):
             say("the database has no jobs: seeding the demo jobs")
             manage(env, "seed_db")
+        if not env.get("EMAIL_BACKEND"):
+            # Printed on the console, the demo jobs' mail would bury the banner.
+            env["EMAIL_BACKEND"] = "django.core.mail.backends.filebased.EmailBackend"
+            env.setdefault("EMAIL_FILE_PATH", str(data_dir() / "emails"))
+            where.append(f"Emails       written to {env['EMAIL_FILE_PATH']}/ (one file each)")
         supervisor = Supervisor(env)
         supervisor.install_signal_handlers()
         grace = float(env.get("SCHEDULER_SHUTDOWN_GRACE") or 30) + 5
@@ -674,6 +684,8 @@ def run_dev() -> int:
             )
             supervisor.spawn("worker", [sys.executable, "manage.py", "runworker"])
             if supervisor.wait_for_port(port, timeout=60):
+                # After the worker's first burst of log lines, not in the middle of it.
+                supervisor.pause(2.0)
                 worker = supervisor.children["worker"]
                 print(banner(port, admin, where, worker.pid), flush=True)
             return supervisor.wait()

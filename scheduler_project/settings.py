@@ -143,6 +143,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# Where django.core.mail.backends.filebased.EmailBackend writes (`make run` uses it).
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(BASE_DIR / ".data" / "emails"))
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "scheduler@localhost")
 
 # The HTTP API.
