@@ -132,10 +132,14 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, runs: int = DEFAULT_RUNS, seed: in
     structures, in a rotating order, so that a noisy moment on a shared machine does not hit
     only one of them."""
     rows = []
+    # All inputs exist before the first measurement, so that no size's data is laid out in
+    # memory among the leftovers of the previous sizes' runs.
+    inputs: dict[int, tuple[list[ScheduledJob], list[tuple[Any, ...]], list[int]]] = {}
     for size in sizes:
         entries = make_entries(size, seed)
-        tuples = [_tuple_key(entry) for entry in entries]
-        ints = [entry.key for entry in entries]
+        inputs[size] = (entries, [_tuple_key(e) for e in entries], [e.key for e in entries])
+    for size in sizes:
+        entries, tuples, ints = inputs[size]
         samples: dict[str, list[tuple[float, float]]] = {
             "heap": [],
             "skiplist": [],
