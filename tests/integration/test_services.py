@@ -74,7 +74,15 @@ def data_dir() -> Iterator[Path]:
 
 def services_env(data_dir: Path, **overrides: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"SCHEDULER_DATA_DIR": str(data_dir), "DATABASE_URL": "", "REDIS_URL": ""})
+    env.update(
+        {
+            "SCHEDULER_DATA_DIR": str(data_dir),
+            "DATABASE_URL": "",
+            "REDIS_URL": "",
+            # The suite itself may run with it (a check of the embedded path).
+            "SCHEDULER_FORCE_EMBEDDED": "",
+        }
+    )
     env.update(overrides)
     return env
 
