@@ -320,3 +320,14 @@ def test_key_fields_never_bleed_into_each_other(make: Callable[[], JobScheduler]
     for entry in (newer_small_id, later, older_big_id, sooner):
         scheduler.insert(entry)
     assert drain(scheduler) == [sooner, later, older_big_id, newer_small_id]
+
+
+def test_heap_storage_stays_bounded_when_one_entry_is_inserted_over_and_over() -> None:
+    scheduler = MinHeapScheduler()
+    entry = job()
+    for _ in range(1000):
+        scheduler.insert(entry)
+        assert scheduler.peek() == entry
+    assert len(scheduler) == 1
+    assert len(scheduler._heap) + len(scheduler._arrivals) <= 2 * 64
+    assert drain(scheduler) == [entry]

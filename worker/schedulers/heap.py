@@ -81,6 +81,8 @@ class MinHeapScheduler(JobScheduler):
         return True
 
     def _merge(self) -> None:
+        # Arrivals can be stale too (the same entry object inserted twice, then popped once).
+        self._compact()
         heap = self._heap
         arrivals = self._arrivals
         # heapify costs about 2 comparisons per slot of the whole heap; a push about 2 for a
