@@ -21,6 +21,7 @@ Where each server comes from:
 
 from __future__ import annotations
 
+import abc
 import argparse
 import contextlib
 import fcntl
@@ -109,7 +110,7 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-class EmbeddedServer:
+class EmbeddedServer(abc.ABC):
     """A server process shared by every local process that needs it, stopped by the last."""
 
     name = "server"
@@ -120,17 +121,17 @@ class EmbeddedServer:
         self._holders = self.directory.with_name(self.directory.name + ".holders")
 
     @property
-    def url(self) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def url(self) -> str: ...
 
-    def running(self) -> bool:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def running(self) -> bool: ...
 
-    def _start(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _start(self) -> None: ...
 
-    def _stop(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _stop(self) -> None: ...
 
     def _live_holders(self) -> list[int]:
         try:
@@ -420,6 +421,18 @@ def create_database(maintenance_url: str, name: str) -> None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
+def ensure_local_database() -> None:
+    """The `scheduler` database on the machine's server, for commands that use it directly
+    (the test suite makes its own): best effort, the command reports what is missing."""
+    import psycopg
+
+    maintenance_url = LOCAL_DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
+    try:
+        create_database(maintenance_url, DATABASE_NAME)
+    except psycopg.Error as error:
+        say(f"could not make sure the database {DATABASE_NAME} exists: {error}")
+
+
 def load_dotenv_file() -> None:
     from dotenv import load_dotenv
 
@@ -441,8 +454,7 @@ def services(*, prefer_local: bool) -> Iterator[tuple[dict[str, str], list[str]]
             where.append("PostgreSQL   from DATABASE_URL")
         elif probe_local and port_open("127.0.0.1", 5432):
             env["DATABASE_URL"] = LOCAL_DATABASE_URL
-            with contextlib.suppress(Exception):
-                create_database(LOCAL_DATABASE_URL.rsplit("/", 1)[0] + "/postgres", DATABASE_NAME)
+            ensure_local_database()
             where.append("PostgreSQL   this machine's, on 127.0.0.1:5432")
         else:
             postgres = EmbeddedPostgres(data_dir() / "postgres")
