@@ -109,17 +109,16 @@ def plan(count: int, rng: random.Random) -> list[Planned]:
         jobs.append(Planned("send_email", email, 1, after=len(jobs) - 1))
     intervals = list(RecurInterval.values)
     for n in range(recurring):
+        job_type = rng.choice(["noop", "generate_report"]) if n else "noop"
         jobs.append(
             Planned(
-                rng.choice(["noop", "generate_report"]) if n else "noop",
-                {},
+                job_type,
+                PAYLOADS[job_type](rng, n),
                 rng.randint(1, 3),
                 scheduled_in=timedelta(minutes=rng.randint(1, 30)) if n % 2 else None,
                 recur_interval=intervals[n % len(intervals)],
             )
         )
-        if jobs[-1].type == "generate_report":
-            jobs[-1].payload = _report(rng, n)
     for n in range(doomed):
         # Half enter the DLQ now; the others get there once a worker runs them.
         jobs.append(
