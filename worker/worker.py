@@ -54,9 +54,9 @@ logger = logging.getLogger(__name__)
 _LOG_FLUSH_SECONDS = 1.0
 # The soonest the feeder runs again when the scheduler ran dry early.
 _REFEED_SECONDS = 1.0
-# A job counts as due this long after its time: the job object's times are cut to the
-# millisecond, and a claim a hair too early finds the job not due and drops it.
-_CLOCK_MARGIN = timedelta(milliseconds=5)
+# Job-object times are cut to the millisecond: a time read from one is waited for this much
+# longer, since a claim a hair too early finds the job not due yet.
+_TRUNCATION = timedelta(milliseconds=1)
 _MAX_DB_BACKOFF_SECONDS = 10.0
 _DB_ERRORS = (DatabaseError, InterfaceError)
 
@@ -268,9 +268,7 @@ class Worker:
         now = time.monotonic()
         wake = min(timed.due for timed in self._units)
         if self._later:
-            wake = min(
-                wake, now + (self._later[0][0] + _CLOCK_MARGIN - timezone.now()).total_seconds()
-            )
+            wake = min(wake, now + (self._later[0][0] - timezone.now()).total_seconds())
         deadlines = [a.deadline for a in self.processor.running.values() if a.deadline]
         if deadlines:
             wake = min(wake, *deadlines)
@@ -316,7 +314,7 @@ class Worker:
     def _offer(self, entries: list[ScheduledJob]) -> int:
         """Take in runnable jobs: due ones into the scheduler, later ones on the timer heap."""
         new = 0
-        horizon = timezone.now() - _CLOCK_MARGIN
+        horizon = timezone.now()
         for entry in entries:
             if entry.job_id in self.processor.running:
                 continue
@@ -331,7 +329,7 @@ class Worker:
         return new
 
     def _promote_timers(self) -> None:
-        horizon = timezone.now() - _CLOCK_MARGIN
+        horizon = timezone.now()
         while self._later and self._later[0][0] <= horizon:
             ready_at, _, entry = heapq.heappop(self._later)
             # A stale timer (the job was re-offered with another time) is skipped.
@@ -400,7 +398,9 @@ class Worker:
                     if str(refused.job_id) not in done:
                         logger.info("outcome of job %s refused: its claim was lost", refused.job_id)
             offers += [
-                ScheduledJob.from_row({**job, "run_at": job["scheduled_at"]})
+                ScheduledJob.from_row(
+                    {**job, "run_at": datetime.fromisoformat(job["scheduled_at"]) + _TRUNCATION}
+                )
                 for job in report.created
             ]
             if report.released:
