@@ -29,20 +29,16 @@ from .outcome import HandlerMissing, HandlerTimeout
 from .registry import HandlerSpec, UnknownJobType, registry
 
 logger = logging.getLogger(__name__)
-job_logger_parent = logging.getLogger("worker.jobs")
 
 
-class LogBuffer(logging.Handler):
+class LogBuffer:
     """Keeps a running attempt's log lines until the worker writes them to `job_logs`."""
 
     def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.setFormatter(logging.Formatter("%(message)s"))
         self._entries: list[tuple[datetime, str, str]] = []
         self._mutex = threading.Lock()
 
-    def emit(self, record: logging.LogRecord) -> None:
-        entry = (datetime.fromtimestamp(record.created, UTC), record.levelname, self.format(record))
+    def add(self, entry: tuple[datetime, str, str]) -> None:
         with self._mutex:
             self._entries.append(entry)
 
@@ -50,6 +46,29 @@ class LogBuffer(logging.Handler):
         with self._mutex:
             entries, self._entries = self._entries, []
         return entries
+
+
+class JobLogRouter(logging.Handler):
+    """The one handler of the `worker.jobs` logger: each record goes to the buffer of the
+    attempt named in it (handlers log through an adapter that names theirs). Records of an
+    attempt no longer registered (given up, finished) are not kept: their claim is gone."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(message)s"))
+        self.buffers: dict[str, LogBuffer] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        buffer = self.buffers.get(getattr(record, "attempt_id", ""))
+        if buffer is not None:
+            created = datetime.fromtimestamp(record.created, UTC)
+            buffer.add((created, record.levelname, self.format(record)))
+
+
+job_log_router = JobLogRouter()
+# Job log lines also reach the worker's own log, tagged with job and attempt ids.
+job_logger = logging.getLogger("worker.jobs")
+job_logger.addHandler(job_log_router)
 
 
 @dataclass(eq=False)
@@ -73,12 +92,9 @@ class Outcome:
     finished_at: datetime = field(default_factory=timezone.now)
 
 
-def _job_logger(job: ClaimedJob, buffer: LogBuffer) -> logging.Logger:
-    # Not through getLogger: that registry never forgets, and there is one logger per attempt.
-    job_log = logging.Logger(f"worker.jobs.{job.type}")
-    job_log.parent = job_logger_parent
-    job_log.addHandler(buffer)
-    return job_log
+def _job_logger(job: ClaimedJob) -> logging.LoggerAdapter[logging.Logger]:
+    extra = {"job_id": str(job.id), "attempt_id": str(job.attempt_id), "job_type": job.type}
+    return logging.LoggerAdapter(job_logger, extra)
 
 
 class Processor:
@@ -108,13 +124,14 @@ class Processor:
             spec = None
         timeout = (spec.timeout if spec else None) or self.default_timeout
         buffer = LogBuffer()
+        job_log_router.buffers[str(job.attempt_id)] = buffer
         context = JobContext(
             id=job.id,
             type=job.type,
             payload=job.payload,
             attempt_id=job.attempt_id,
             attempt_number=job.attempt_number,
-            logger=_job_logger(job, buffer),
+            logger=_job_logger(job),
         )
         started = time.monotonic()
         attempt = Attempt(job, spec, context, buffer, started, started + timeout)
@@ -127,7 +144,7 @@ class Processor:
         attempt = outcome.attempt
         if self.running.get(attempt.job.id) is not attempt:
             return False
-        del self.running[attempt.job.id]
+        self._forget(attempt)
         return True
 
     def expired(self, now: float) -> list[Outcome]:
@@ -135,7 +152,7 @@ class Processor:
         timed_out = []
         for attempt in list(self.running.values()):
             if attempt.deadline is not None and now >= attempt.deadline and self._abandon(attempt):
-                del self.running[attempt.job.id]
+                self._forget(attempt)
                 seconds = attempt.deadline - attempt.started
                 timed_out.append(
                     Outcome(attempt, error=HandlerTimeout(f"handler ran over its {seconds:g} s"))
@@ -144,8 +161,9 @@ class Processor:
 
     def lose(self, job_id: uuid.UUID) -> Attempt | None:
         """The claim on `job_id` is gone (cancelled, rescued): tell the handler, drop it."""
-        attempt = self.running.pop(job_id, None)
+        attempt = self.running.get(job_id)
         if attempt is not None:
+            self._forget(attempt)
             attempt.context.cancel_event.set()
             self._abandon(attempt)
         return attempt
@@ -154,6 +172,10 @@ class Processor:
         """Let idle threads exit; running handlers keep their (daemon) threads."""
         for _ in range(self._threads):
             self._tasks.put(None)
+
+    def _forget(self, attempt: Attempt) -> None:
+        del self.running[attempt.job.id]
+        job_log_router.buffers.pop(str(attempt.job.attempt_id), None)
 
     def _abandon(self, attempt: Attempt) -> bool:
         with self._lock:
