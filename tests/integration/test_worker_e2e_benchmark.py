@@ -8,7 +8,7 @@ from io import StringIO
 
 import pytest
 
-from jobs.models import Job, JobAttempt
+from jobs.models import Job, JobAttempt, Worker
 from worker.bench.e2e import run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -28,3 +28,4 @@ def test_e2e_benchmark_reports_throughput_and_latency_and_cleans_up():
     # Generous: an idle worker starts a new job long before its 30 s feeder tick.
     assert latency["p50_ms"] < 500
     assert not Job.objects.exists() and not JobAttempt.objects.exists()
+    assert not Worker.objects.exists()

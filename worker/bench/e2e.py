@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -63,13 +64,19 @@ def worker_env() -> dict[str, str]:
     }
 
 
+# The benchmark's worker processes, so that only their rows are deleted afterwards.
+_started_pids: list[int] = []
+
+
 def start_worker(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(  # noqa: S603 - our own manage.py, fixed arguments
+    process = subprocess.Popen(  # noqa: S603 - our own manage.py, fixed arguments
         [sys.executable, MANAGE, "runworker", *args],
         env=worker_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    _started_pids.append(process.pid)
+    return process
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -167,9 +174,10 @@ def cleanup(marker: str, since: Any) -> None:
         cursor.execute(f"DELETE FROM job_logs WHERE job_id IN ({bench_jobs})", [marker])  # noqa: S608
         cursor.execute(f"DELETE FROM job_attempts WHERE job_id IN ({bench_jobs})", [marker])  # noqa: S608
         cursor.execute(f"DELETE FROM jobs WHERE id IN ({bench_jobs})", [marker])  # noqa: S608
-    Worker.objects.filter(started_at__gte=since, attempts__isnull=True, jobs__isnull=True).filter(
-        status=WorkerStatus.STOPPED, hostname=os.uname().nodename
+    Worker.objects.filter(
+        started_at__gte=since, pid__in=_started_pids, hostname=socket.gethostname()
     ).delete()
+    _started_pids.clear()
 
 
 def run(stdout: Output, jobs: int = 20_000, trickle: int = 200) -> dict[str, Any]:
