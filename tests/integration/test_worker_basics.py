@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -10,7 +12,7 @@ from django.utils import timezone
 from jobs import state
 from jobs.models import AttemptStatus, Job, JobAttempt, JobLog, Worker, WorkerStatus
 
-from .conftest import recorded_runs
+from .conftest import recorded_runs, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -119,3 +121,19 @@ def test_concurrency_runs_that_many_handlers_at_once_and_no_more(start_worker, r
         running += step
         peak = max(peak, running)
     assert peak == 3
+
+
+def test_running_worker_heartbeats_and_shows_its_current_jobs(start_worker):
+    job = state.enqueue("sleep", {"seconds": 3})
+    worker = start_worker()
+    row = worker.wait_registered()
+    first_beat = row.heartbeat_at
+    wait_for(lambda: Job.objects.get(id=job["id"]).status == "processing", timeout=15)
+
+    time.sleep(1.0)  # SCHEDULER_HEARTBEAT_INTERVAL is 0.3 s in these tests
+    row.refresh_from_db()
+    assert row.heartbeat_at > first_beat
+    assert row.status == WorkerStatus.RUNNING
+    assert list(row.jobs.filter(status="processing").values_list("id", flat=True)) == [
+        uuid.UUID(job["id"])
+    ]
