@@ -31,12 +31,21 @@ from .registry import HandlerSpec, UnknownJobType, registry
 logger = logging.getLogger(__name__)
 
 
-class LogBuffer:
-    """Keeps a running attempt's log lines until the worker writes them to `job_logs`."""
+class LogBuffer(logging.Handler):
+    """Keeps a running attempt's log lines until the worker writes them to `job_logs`.
+
+    The worker fills it through `JobLogRouter`; as a logging handler it also serves code that
+    runs a handler outside the worker (`seed_db`)."""
 
     def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(message)s"))
         self._entries: list[tuple[datetime, str, str]] = []
         self._mutex = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        created = datetime.fromtimestamp(record.created, UTC)
+        self.add((created, record.levelname, self.format(record)))
 
     def add(self, entry: tuple[datetime, str, str]) -> None:
         with self._mutex:
@@ -55,14 +64,12 @@ class JobLogRouter(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.setFormatter(logging.Formatter("%(message)s"))
         self.buffers: dict[str, LogBuffer] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         buffer = self.buffers.get(getattr(record, "attempt_id", ""))
         if buffer is not None:
-            created = datetime.fromtimestamp(record.created, UTC)
-            buffer.add((created, record.levelname, self.format(record)))
+            buffer.emit(record)
 
 
 job_log_router = JobLogRouter()
