@@ -233,7 +233,7 @@ def test_make_run_serves_the_api_with_the_printed_token_and_ctrl_c_stops_everyth
     output = data_dir / "make-run.out"
     with output.open("w") as stdout:
         process = subprocess.Popen(
-            [*SERVICES, "run"], env=env, cwd=ROOT, stdout=stdout, stderr=subprocess.DEVNULL
+            [*SERVICES, "run"], env=env, cwd=ROOT, stdout=stdout, stderr=subprocess.STDOUT
         )
     try:
         deadline = time.monotonic() + 90
