@@ -129,7 +129,7 @@ def generate_report(job: JobContext) -> dict[str, Any]:
     }
 
 
-@handler("noop", schema={"type": "object"}, timeout=30)
+@handler("noop", schema={"type": "object"}, timeout=30, inline=True)
 def noop(job: JobContext) -> None:
     """Do nothing: for benchmarks and smoke tests."""
     return None

@@ -1,5 +1,8 @@
 """Running handlers: a pool of daemon threads, timeouts, cancellation and the job logger.
 
+Handlers registered `inline` (trivially fast ones such as `noop`) run on the caller's thread
+at once instead: a hand-off to a thread costs more than they do.
+
 The worker's main thread owns every database call; handler threads only run handlers and
 hand their outcome back through the worker's inbox. A handler that overruns its timeout
 cannot be killed (Python threads cannot be), so its attempt is failed at once, its cancel
@@ -143,7 +146,11 @@ class Processor:
         started = time.monotonic()
         attempt = Attempt(job, spec, context, buffer, started, started + timeout)
         self.running[job.id] = attempt
-        self._tasks.put(attempt)
+        if spec is not None and spec.inline:
+            attempt.finished = True
+            self._inbox.put(("outcome", self._run(attempt)))
+        else:
+            self._tasks.put(attempt)
         return attempt
 
     def accept(self, outcome: Outcome) -> bool:

@@ -31,6 +31,9 @@ class HandlerSpec:
     schema: dict[str, Any]
     timeout: float | None = None
     description: str = ""
+    # Trivially fast and never blocking: run on the worker's loop thread, without a hand-off
+    # to a handler thread (and without a timeout, which only a separate thread can enforce).
+    inline: bool = False
     validator: Draft202012Validator = field(repr=False, compare=False, default=None)
 
     def payload_errors(self, payload: Any) -> dict[str, list[str]]:
@@ -60,6 +63,7 @@ class HandlerRegistry:
         schema: dict[str, Any] | None = None,
         timeout: float | None = None,
         description: str = "",
+        inline: bool = False,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         payload_schema = schema or {"type": "object"}
         Draft202012Validator.check_schema(payload_schema)
@@ -73,6 +77,7 @@ class HandlerRegistry:
                 schema=payload_schema,
                 timeout=timeout,
                 description=description or (func.__doc__ or "").strip().split("\n")[0],
+                inline=inline,
                 validator=Draft202012Validator(payload_schema),
             )
             return func

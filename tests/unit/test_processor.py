@@ -1,0 +1,118 @@
+"""The processor on its own: where handlers run, what comes back, timeouts and cancellation."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from queue import SimpleQueue
+from typing import Any
+
+import pytest
+
+from jobs.state import ClaimedJob
+from worker.outcome import HandlerMissing, HandlerTimeout
+from worker.processor import Outcome, Processor
+from worker.registry import registry
+
+ran_on: list[int] = []
+
+
+def where(job: Any) -> str:
+    ran_on.append(threading.get_ident())
+    job.logger.info("ran %s", job.payload.get("tag"))
+    return "done"
+
+
+def stubborn(job: Any) -> None:
+    time.sleep(job.payload["seconds"])
+
+
+def polite(job: Any) -> str:
+    return "stopped" if job.cancel_event.wait(5) else "finished"
+
+
+@pytest.fixture(autouse=True)
+def probe_handlers() -> Iterator[None]:
+    registry.register("probe_inline", inline=True)(where)
+    registry.register("probe_threaded")(where)
+    registry.register("probe_stubborn", timeout=0.2)(stubborn)
+    registry.register("probe_polite")(polite)
+    ran_on.clear()
+    yield
+    for name in ("probe_inline", "probe_threaded", "probe_stubborn", "probe_polite"):
+        registry.unregister(name)
+
+
+def claimed(job_type: str, **payload: Any) -> ClaimedJob:
+    job_id = uuid.uuid4()
+    return ClaimedJob(job_id, job_type, payload, 2, uuid.uuid4(), 1, 3, job={"id": str(job_id)})
+
+
+def next_outcome(inbox: SimpleQueue[Any], timeout: float = 5) -> Outcome:
+    kind, outcome = inbox.get(timeout=timeout)
+    assert kind == "outcome"
+    return outcome
+
+
+def test_inline_handler_runs_on_the_calling_thread_before_start_returns():
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(2, inbox, default_timeout=5)
+    attempt = processor.start(claimed("probe_inline", tag="a"))
+
+    assert ran_on == [threading.get_ident()]
+    outcome = inbox.get_nowait()[1]
+    assert outcome.attempt is attempt and outcome.result == "done" and outcome.error is None
+    assert processor.accept(outcome) and not processor.running
+    assert [line for _, _, line in attempt.logs.take()] == ["ran a"]
+    processor.stop()
+
+
+def test_other_handlers_run_on_a_handler_thread():
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(2, inbox, default_timeout=5)
+    processor.start(claimed("probe_threaded", tag="b"))
+
+    outcome = next_outcome(inbox)
+    assert outcome.result == "done"
+    assert ran_on and ran_on[0] != threading.get_ident()
+    assert processor.accept(outcome)
+    processor.stop()
+
+
+def test_handler_over_its_timeout_is_given_up_and_its_slot_refilled():
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(1, inbox, default_timeout=5)
+    processor.start(claimed("probe_stubborn", seconds=1.0))
+    time.sleep(0.3)
+
+    (failed,) = processor.expired(time.monotonic())
+    assert isinstance(failed.error, HandlerTimeout)
+    assert processor.free_slots == 1 and failed.attempt.context.cancelled
+    # The replacement thread serves the next job while the stubborn one still sleeps.
+    processor.start(claimed("probe_threaded", tag="c"))
+    assert next_outcome(inbox).result == "done"
+    late = next_outcome(inbox, timeout=3)
+    assert late.attempt is failed.attempt and not processor.accept(late)
+    processor.stop()
+
+
+def test_lost_claim_sets_the_cancel_flag_and_its_outcome_is_ignored():
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(1, inbox, default_timeout=5)
+    attempt = processor.start(claimed("probe_polite"))
+
+    assert processor.lose(attempt.job.id) is attempt
+    outcome = next_outcome(inbox)
+    assert outcome.result == "stopped"
+    assert not processor.accept(outcome)
+    processor.stop()
+
+
+def test_unknown_type_fails_with_handler_missing():
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(1, inbox, default_timeout=5)
+    processor.start(claimed("no_such_type"))
+    assert isinstance(next_outcome(inbox).error, HandlerMissing)
+    processor.stop()
