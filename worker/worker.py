@@ -104,14 +104,17 @@ class Worker:
     def run(self) -> int:
         """Work until told to stop; the process exit code (0: stopped cleanly)."""
         previous_handlers = self._install_signal_handlers()
+        # Process-wide: given back afterwards, for a worker run inside another process.
+        previous_stats_interval = stats_publisher.min_interval
+        stats_publisher.throttle(settings.SCHEDULER_STATS_INTERVAL)
         try:
             return self._run()
         finally:
+            stats_publisher.throttle(previous_stats_interval)
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)
 
     def _run(self) -> int:
-        stats_publisher.throttle(settings.SCHEDULER_STATS_INTERVAL)
         if not self._with_database(self._register):
             return 0
         self._build_units()
