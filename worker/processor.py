@@ -34,23 +34,15 @@ from .registry import HandlerSpec, UnknownJobType, registry
 logger = logging.getLogger(__name__)
 
 
-class LogBuffer(logging.Handler):
-    """Keeps a running attempt's log lines until the worker writes them to `job_logs`.
-
-    The worker fills it through `JobLogRouter`; as a logging handler it also serves code that
-    runs a handler outside the worker (`seed_db`)."""
+class AttemptLog:
+    """A running attempt's log lines, kept until the worker writes them to `job_logs`."""
 
     def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.setFormatter(logging.Formatter("%(message)s"))
         self._entries: list[tuple[datetime, str, str]] = []
         self._mutex = threading.Lock()
 
-    def emit(self, record: logging.LogRecord) -> None:
-        created = datetime.fromtimestamp(record.created, UTC)
-        self.add((created, record.levelname, self.format(record)))
-
-    def add(self, entry: tuple[datetime, str, str]) -> None:
+    def add(self, record: logging.LogRecord, message: str) -> None:
+        entry = (datetime.fromtimestamp(record.created, UTC), record.levelname, message)
         with self._mutex:
             self._entries.append(entry)
 
@@ -60,19 +52,36 @@ class LogBuffer(logging.Handler):
         return entries
 
 
+class LogBuffer(logging.Handler):
+    """An `AttemptLog` as a logging handler, for code that runs a handler outside the worker
+    (`seed_db`): attach it to a logger, then `take()` the lines."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(message)s"))
+        self.lines = AttemptLog()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.add(record, self.format(record))
+
+    def take(self) -> list[tuple[datetime, str, str]]:
+        return self.lines.take()
+
+
 class JobLogRouter(logging.Handler):
-    """The one handler of the `worker.jobs` logger: each record goes to the buffer of the
+    """The one handler of the `worker.jobs` logger: each record goes to the log of the
     attempt named in it (handlers log through an adapter that names theirs). Records of an
     attempt no longer registered (given up, finished) are not kept: their claim is gone."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.buffers: dict[str, LogBuffer] = {}
+        self.setFormatter(logging.Formatter("%(message)s"))
+        self.logs: dict[str, AttemptLog] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
-        buffer = self.buffers.get(getattr(record, "attempt_id", ""))
-        if buffer is not None:
-            buffer.emit(record)
+        log = self.logs.get(getattr(record, "attempt_id", ""))
+        if log is not None:
+            log.add(record, self.format(record))
 
 
 job_log_router = JobLogRouter()
@@ -86,7 +95,7 @@ class Attempt:
     job: ClaimedJob
     spec: HandlerSpec | None
     context: JobContext
-    logs: LogBuffer
+    logs: AttemptLog
     started: float
     deadline: float | None
     # Set under the processor's lock: the thread has returned / nobody wants its outcome.
@@ -133,8 +142,8 @@ class Processor:
         except UnknownJobType:
             spec = None
         timeout = (spec.timeout if spec else None) or self.default_timeout
-        buffer = LogBuffer()
-        job_log_router.buffers[str(job.attempt_id)] = buffer
+        log = AttemptLog()
+        job_log_router.logs[str(job.attempt_id)] = log
         context = JobContext(
             id=job.id,
             type=job.type,
@@ -144,11 +153,11 @@ class Processor:
             logger=_job_logger(job),
         )
         started = time.monotonic()
-        attempt = Attempt(job, spec, context, buffer, started, started + timeout)
+        attempt = Attempt(job, spec, context, log, started, started + timeout)
         self.running[job.id] = attempt
         if spec is not None and spec.inline:
             attempt.finished = True
-            self._inbox.put(("outcome", self._run(attempt)))
+            self._inbox.put(("outcome", self._run(attempt, inline=True)))
         else:
             self._tasks.put(attempt)
         return attempt
@@ -189,7 +198,7 @@ class Processor:
 
     def _forget(self, attempt: Attempt) -> None:
         del self.running[attempt.job.id]
-        job_log_router.buffers.pop(str(attempt.job.attempt_id), None)
+        job_log_router.logs.pop(str(attempt.job.attempt_id), None)
 
     def _abandon(self, attempt: Attempt) -> bool:
         with self._lock:
@@ -219,7 +228,7 @@ class Processor:
             self._threads -= 1
 
     @staticmethod
-    def _run(attempt: Attempt) -> Outcome:
+    def _run(attempt: Attempt, *, inline: bool = False) -> Outcome:
         try:
             if attempt.spec is None:
                 raise HandlerMissing(f"no handler for job type {attempt.job.type!r} here")
@@ -229,5 +238,7 @@ class Processor:
         except Exception as error:
             return Outcome(attempt, error=error)
         finally:
-            close_old_connections()
+            # A handler thread's own connections; the loop thread manages its connection.
+            if not inline:
+                close_old_connections()
         return Outcome(attempt, result=result)
