@@ -25,7 +25,7 @@ from worker.registry import UnknownJobType, registry
 
 # A cycle by design: webhooks enqueue through this module, and this module hands it events.
 from . import webhooks
-from .events import get_event_bus
+from .events import EncodedJob, get_event_bus
 from .models import PRIORITY_WEIGHT, Job, JobDependency, JobStatus, RecurInterval
 from .representation import represent_job, represent_row
 from .sql import query
@@ -260,7 +260,7 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
             {
                 "job_ids": [s.job_id for s in successes],
                 "attempt_ids": [s.attempt_id for s in successes],
-                "results": [Jsonb(s.result) for s in successes],
+                "results": Jsonb([s.result for s in successes]),
                 "finished_at": [s.finished_at for s in successes],
                 "worker_id": worker_id,
             },
@@ -470,9 +470,9 @@ def _fetch(name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
 _FEED = '{"feed":true}'
 
 
-def _sql_job_object(value: str | JobObject) -> JobObject:
-    """The job object `scheduler_job_object()` built in SQL (json arrives parsed or as text)."""
-    return json.loads(value) if isinstance(value, str) else value
+def _sql_job_object(value: str) -> JobObject:
+    """The job object built in SQL, as text (`::text`) so that its events reuse it."""
+    return EncodedJob(value)
 
 
 def _notify_runnable(rows: Sequence[Mapping[str, Any]]) -> None:

@@ -6,7 +6,8 @@
 -- name: claim_jobs
 -- Claim up to `limit` runnable jobs, optionally only among `job_ids` (the worker's heap
 -- order). Each claim opens an attempt whose id is the fencing token of the claim. Returns
--- the token and the API job object, built in SQL because this is hot (see migration 0003).
+-- the token and the API job object, built in SQL because this is hot (see migration 0003),
+-- as text, which its `job.started` event reuses.
 WITH due AS (
     SELECT id
     FROM jobs
@@ -49,7 +50,7 @@ SELECT c.current_attempt_id,
            'completed_at', scheduler_time(c.completed_at),
            'cancelled_at', scheduler_time(c.cancelled_at),
            'next_retry_at', scheduler_time(c.next_retry_at),
-           'last_error', c.last_error, 'result', c.result, 'worker_id', c.worker_id) AS job
+           'last_error', c.last_error, 'result', c.result, 'worker_id', c.worker_id)::text AS job
 FROM claimed c
 ORDER BY c.virtual_deadline, c.created_at, c.id;
 
@@ -58,12 +59,14 @@ ORDER BY c.virtual_deadline, c.created_at, c.id;
 -- In the same statement each recurring job's next slot is created (once: `previous_run_id`
 -- is unique), skipping slots already in the past. Dependents are released by the next
 -- statement of the same transaction, so that it sees edges committed while this one waited.
--- Each row carries the API job object, built in SQL because this is hot (see 0003).
+-- Each row carries the API job object, built in SQL because this is hot (see 0003), as
+-- text, which its event reuses.
+-- `results` is one JSON array (one encoding per batch rather than one per job).
 WITH outcome AS (
-    SELECT *
-    FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[], %(results)s::jsonb[],
-                %(finished_at)s::timestamptz[])
-         AS o(job_id, attempt_id, result, finished_at)
+    SELECT o.job_id, o.attempt_id, r.result, o.finished_at
+    FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[], %(finished_at)s::timestamptz[])
+         WITH ORDINALITY AS o(job_id, attempt_id, finished_at, n)
+    JOIN jsonb_array_elements(%(results)s::jsonb) WITH ORDINALITY AS r(result, n) USING (n)
 ), done AS (
     UPDATE jobs AS j
     SET status = 'completed',
@@ -125,7 +128,7 @@ SELECT r.event, r.id, r.priority,
            'completed_at', scheduler_time(r.completed_at),
            'cancelled_at', scheduler_time(r.cancelled_at),
            'next_retry_at', scheduler_time(r.next_retry_at),
-           'last_error', r.last_error, 'result', r.result, 'worker_id', r.worker_id) AS job
+           'last_error', r.last_error, 'result', r.result, 'worker_id', r.worker_id)::text AS job
 FROM (SELECT 'job.completed' AS event, done.* FROM done
       UNION ALL
       SELECT 'job.created' AS event, next_runs.* FROM next_runs) AS r;
