@@ -14,6 +14,7 @@ Recurring series need no unit: the next slot is created by the completion statem
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -99,8 +100,11 @@ class Feeder(Unit):
         self.truncated = False
         # Set by the worker when it dropped jobs it could not claim: some may still be due.
         self.stale = False
+        # `time.monotonic()` when the last run began.
+        self.started_at = float("-inf")
 
     def run_once(self) -> dict[str, int]:
+        self.started_at = time.monotonic()
         self.stale = False
         entries, self.truncated = runnable_jobs(lookahead=self.lookahead, limit=self.limit)
         return {"seen": len(entries), "new": self.sink(entries)}

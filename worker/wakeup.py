@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from queue import SimpleQueue
 from typing import Any
 
@@ -38,7 +39,8 @@ def connection_params() -> dict[str, Any]:
 
 
 class Listener:
-    """LISTEN `channel` and post ("notify", payload) and ("feed", None) to `inbox`."""
+    """LISTEN `channel` and post ("notify", payload) and ("feed", listening_since) to `inbox`
+    (`listening_since`: `time.monotonic()` once the LISTEN is in effect)."""
 
     POLL_SECONDS = 0.5
     MAX_BACKOFF_SECONDS = 10.0
@@ -63,7 +65,7 @@ class Listener:
             try:
                 with psycopg.connect(**self._params, autocommit=True) as conn:
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-                    self._inbox.put(("feed", None))
+                    self._inbox.put(("feed", time.monotonic()))
                     backoff = 0.5
                     while not self._stop.is_set():
                         for notify in conn.notifies(timeout=self.POLL_SECONDS):

@@ -292,7 +292,10 @@ class Worker:
                     self._unreported.append(value)
             elif kind == "notify":
                 self._on_notify(value)
-            elif kind == "feed":
+            elif kind == "feed" and self.feeder.started_at < value:
+                # The listener (re)connected. A feed begun since its LISTEN took effect saw
+                # everything notified before: at start-up, reloading the whole backlog again
+                # stalled the first claims by a third of a second per 20,000 jobs.
                 self._units[2].due = 0.0
             try:
                 kind, value = self.inbox.get_nowait()
