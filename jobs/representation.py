@@ -17,21 +17,31 @@ def format_time(value: datetime | None) -> str | None:
     )
 
 
-def _json_value(value: Any) -> Any:
-    # Raw SQL through Django's psycopg connection returns jsonb as text.
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def _id(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
 def represent_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The job object from a `jobs` row (column names, plus `depends_on`)."""
+    """The job object from a raw SQL `jobs` row (column names, plus `depends_on`).
+
+    Django's psycopg connections hand jsonb over as text, so `payload` and `result` are
+    decoded here. A result that is itself a JSON string arrives quoted and stays a string.
+    """
+    return represent_values(
+        {
+            **row,
+            "payload": json.loads(row["payload"]),
+            "result": None if row["result"] is None else json.loads(row["result"]),
+        }
+    )
+
+
+def represent_values(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The job object from already-decoded column values (column names, plus `depends_on`)."""
     return {
         "id": str(row["id"]),
         "type": row["type"],
-        "payload": _json_value(row["payload"]),
+        "payload": row["payload"],
         "priority": row["priority"],
         "status": row["status"],
         "attempt_count": row["attempt_count"],
@@ -47,7 +57,7 @@ def represent_row(row: Mapping[str, Any]) -> dict[str, Any]:
         "cancelled_at": format_time(row["cancelled_at"]),
         "next_retry_at": format_time(row["next_retry_at"]),
         "last_error": row["last_error"],
-        "result": _json_value(row["result"]),
+        "result": row["result"],
         "worker_id": _id(row["worker_id"]),
     }
 
@@ -56,4 +66,4 @@ def represent_job(job: Job) -> dict[str, Any]:
     """The job object from a model instance (prefetch `dependencies` for lists)."""
     row = {field.attname: getattr(job, field.attname) for field in Job._meta.concrete_fields}
     row["depends_on"] = job.depends_on_id
-    return represent_row(row)
+    return represent_values(row)

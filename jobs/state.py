@@ -27,7 +27,7 @@ from worker.registry import UnknownJobType, registry
 from . import webhooks
 from .events import EncodedJob, get_event_bus
 from .models import PRIORITY_WEIGHT, Job, JobDependency, JobStatus, RecurInterval
-from .representation import represent_job, represent_row
+from .representation import represent_job, represent_row, represent_values
 from .sql import query
 from .stats import stats_publisher
 
@@ -193,7 +193,7 @@ def enqueue(
             JobDependency.objects.create(job=job, depends_on_id=depends_on)
         if pending_dependencies == 0:
             _notify_runnable([_row_of(job)])
-        created = represent_row({**_row_of(job), "depends_on": depends_on})
+        created = represent_values({**_row_of(job), "depends_on": depends_on})
         _publish_after_commit([("job.created", created)])
     return created
 

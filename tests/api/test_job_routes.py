@@ -12,6 +12,8 @@ from django.utils import timezone
 from jobs import state
 from jobs.models import Job, JobAttempt, JobLog
 
+from .conftest import claim_one
+
 pytestmark = pytest.mark.django_db
 
 JOBS = "/api/v1/jobs"
@@ -42,6 +44,18 @@ def test_get_job_returns_the_job_object(viewer_client, job_in_state):
     assert body["status"] == "completed"
     assert body["result"] == {"ok": True}
     assert body["completed_at"].endswith("Z") and len(body["completed_at"]) == 24
+
+
+@pytest.mark.parametrize("result", ["ok", "", 0, 1.5, False, [1, "two"], None])
+def test_any_json_result_reads_back_as_the_handler_returned_it(viewer_client, worker, result):
+    job = state.enqueue("noop", {}, priority=2)
+    claimed = claim_one(worker, job["id"])
+    (completed,) = state.complete(
+        [state.Success(claimed.id, claimed.attempt_id, result, timezone.now())], worker.id
+    ).completed
+    assert completed["result"] == result
+    body = viewer_client.get(f"{JOBS}/{job['id']}").json()
+    assert (body["status"], body["result"]) == ("completed", result)
 
 
 def test_get_job_shows_its_dependency(viewer_client, job_in_state):
