@@ -40,7 +40,7 @@ class Output(Protocol):
 
 MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 # Enough threads that a batch of no-ops never waits for a free one.
-THROUGHPUT_CONCURRENCY = 100
+THROUGHPUT_CONCURRENCY = 250
 TRICKLE_GAP_SECONDS = 0.01
 
 
