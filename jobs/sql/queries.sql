@@ -6,7 +6,7 @@
 -- name: claim_jobs
 -- Claim up to `limit` runnable jobs, optionally only among `job_ids` (the worker's heap
 -- order). Each claim opens an attempt whose id is the fencing token of the claim. Returns
--- the token and the API job object, built in SQL because this is hot (see migration 0003),
+-- the token and the API job object, built in SQL because this is hot (migrations 0003-4),
 -- as text, which its `job.started` event reuses.
 WITH due AS (
     SELECT id
@@ -36,21 +36,7 @@ WITH due AS (
     SELECT current_attempt_id, id, attempt_count, 'running', started_at, worker_id
     FROM claimed
 )
-SELECT c.current_attempt_id,
-       json_build_object(
-           'id', c.id, 'type', c.type, 'payload', c.payload, 'priority', c.priority,
-           'status', c.status, 'attempt_count', c.attempt_count,
-           'max_retries', c.max_retries, 'scheduled_at', scheduler_time(c.scheduled_at),
-           'recur_interval', c.recur_interval,
-           'depends_on', (SELECT dep.depends_on_id FROM job_dependencies dep
-                          WHERE dep.job_id = c.id ORDER BY dep.id LIMIT 1),
-           'in_dlq', c.in_dlq, 'created_at', scheduler_time(c.created_at),
-           'updated_at', scheduler_time(c.updated_at),
-           'started_at', scheduler_time(c.started_at),
-           'completed_at', scheduler_time(c.completed_at),
-           'cancelled_at', scheduler_time(c.cancelled_at),
-           'next_retry_at', scheduler_time(c.next_retry_at),
-           'last_error', c.last_error, 'result', c.result, 'worker_id', c.worker_id)::text AS job
+SELECT c.current_attempt_id, scheduler_job_object(ROW(c.*)::jobs)::text AS job
 FROM claimed c
 ORDER BY c.virtual_deadline, c.created_at, c.id;
 
@@ -112,26 +98,13 @@ WITH outcome AS (
     WHERE id = %(worker_id)s
 )
 -- Only the next slots need their times as values (to wake the workers at the right time).
-SELECT r.event, r.id, r.priority,
-       CASE WHEN r.event = 'job.created' THEN r.run_at END AS run_at,
-       CASE WHEN r.event = 'job.created' THEN r.created_at END AS created_at,
-       json_build_object(
-           'id', r.id, 'type', r.type, 'payload', r.payload, 'priority', r.priority,
-           'status', r.status, 'attempt_count', r.attempt_count,
-           'max_retries', r.max_retries, 'scheduled_at', scheduler_time(r.scheduled_at),
-           'recur_interval', r.recur_interval,
-           'depends_on', (SELECT dep.depends_on_id FROM job_dependencies dep
-                          WHERE dep.job_id = r.id ORDER BY dep.id LIMIT 1),
-           'in_dlq', r.in_dlq, 'created_at', scheduler_time(r.created_at),
-           'updated_at', scheduler_time(r.updated_at),
-           'started_at', scheduler_time(r.started_at),
-           'completed_at', scheduler_time(r.completed_at),
-           'cancelled_at', scheduler_time(r.cancelled_at),
-           'next_retry_at', scheduler_time(r.next_retry_at),
-           'last_error', r.last_error, 'result', r.result, 'worker_id', r.worker_id)::text AS job
-FROM (SELECT 'job.completed' AS event, done.* FROM done
+SELECT r.event, (r.job).id, (r.job).priority,
+       CASE WHEN r.event = 'job.created' THEN (r.job).run_at END AS run_at,
+       CASE WHEN r.event = 'job.created' THEN (r.job).created_at END AS created_at,
+       scheduler_job_object(r.job)::text AS job
+FROM (SELECT 'job.completed' AS event, ROW(done.*)::jobs AS job FROM done
       UNION ALL
-      SELECT 'job.created' AS event, next_runs.* FROM next_runs) AS r;
+      SELECT 'job.created' AS event, ROW(next_runs.*)::jobs AS job FROM next_runs) AS r;
 
 -- name: release_dependents
 -- Count the completion of `job_ids` against their dependents; a dependent whose last
