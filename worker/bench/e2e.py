@@ -178,6 +178,10 @@ def cleanup(marker: str, since: Any) -> None:
         cursor.execute(f"DELETE FROM job_logs WHERE job_id IN ({bench_jobs})", [marker])  # noqa: S608
         cursor.execute(f"DELETE FROM job_attempts WHERE job_id IN ({bench_jobs})", [marker])  # noqa: S608
         cursor.execute(f"DELETE FROM jobs WHERE id IN ({bench_jobs})", [marker])  # noqa: S608
+        # A run leaves twice its job count in dead rows; back-to-back runs otherwise measure
+        # the previous runs' garbage (seen: ~3,050 jobs/s before this vacuum, ~3,400 after).
+        for table in ("jobs", "job_attempts", "job_logs"):
+            cursor.execute(f"VACUUM ANALYZE {table}")
     Worker.objects.filter(
         started_at__gte=since, pid__in=_started_pids, hostname=socket.gethostname()
     ).delete()
