@@ -23,7 +23,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from worker.registry import registry
+from jobs.registry import registry
 
 from . import state, webhooks
 from .models import (

@@ -1,7 +1,21 @@
 from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
 
 
 class JobsConfig(AppConfig):
     name = "jobs"
     verbose_name = "Jobs"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import events, stats, webhooks
+        from .notifier import notifier
+
+        # Every installed app's handlers.py registers its job types (the worker's built-in
+        # ones included): creating a job validates its payload against them.
+        autodiscover_modules("handlers")
+        # After each committed transition, in this order: live updates first, then the
+        # counters, then webhook deliveries (which are jobs, and so transitions themselves).
+        notifier.subscribe(events.publish_batch)
+        notifier.subscribe(stats.count_batch)
+        notifier.subscribe(webhooks.dispatch_batch)

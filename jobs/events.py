@@ -1,4 +1,5 @@
-"""The event bus seam: publish job events on Redis, subscribe to them.
+"""The Redis publisher of job events, a subscriber of `jobs.notifier`: the console's live
+updates and the SSE stream (`jobs.live`) read them from the channel.
 
 Publishing never raises: jobs keep running while Redis is away, and events resume when it
 is back. After a failed publish the bus stays quiet for `RETRY_AFTER_SECONDS` so that a
@@ -11,11 +12,14 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import Any
 
 import redis
 from django.conf import settings
+
+from .notifier import Batch
+from .representation import EncodedJob
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +46,6 @@ class Event(dict[str, Any]):
     @property
     def data(self) -> dict[str, Any]:
         return dict(self["data"])
-
-
-class EventBus(Protocol):
-    def publish_many(self, events: Iterable[tuple[str, dict[str, Any]]]) -> None: ...
-
-    def subscribe(self, timeout: float = 1.0) -> Iterator[Event | None]: ...
 
 
 # One command for a whole batch: a pipeline of PUBLISH costs a command and a reply per event,
@@ -82,38 +80,6 @@ class RedisEventBus:
             self._quiet_until = time.monotonic() + self.RETRY_AFTER_SECONDS
             logger.warning("event publish failed, %d events dropped: %s", len(messages), exc)
 
-    def subscribe(self, timeout: float = 1.0) -> Iterator[Event | None]:
-        """Yield events as they arrive, and None after each `timeout` without one.
-
-        Raises redis.RedisError when the connection is lost; callers decide how to recover.
-        """
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=1.0)
-        pubsub = client.pubsub(ignore_subscribe_messages=True)
-        try:
-            pubsub.subscribe(self.channel)
-            while True:
-                message = pubsub.get_message(timeout=timeout)
-                if message is None:
-                    yield None
-                    continue
-                yield decode_event(message["data"])
-        finally:
-            pubsub.close()
-            client.close()
-
-
-class EncodedJob(dict[str, Any]):
-    """A job object that keeps the JSON text it was decoded from, so that publishing it
-    does not encode it again (the worker's hot statements build it in SQL, and encoding
-    two events per job was a tenth of the worker's CPU). Never changed once made: the text
-    would no longer match."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        super().__init__(json.loads(text))
-        self.text = text
-
 
 def encode_event(event_type: str, data: dict[str, Any]) -> str:
     if isinstance(data, EncodedJob):
@@ -138,3 +104,8 @@ def get_event_bus() -> RedisEventBus:
         ):
             _bus = RedisEventBus(settings.REDIS_URL, settings.SCHEDULER_EVENTS_CHANNEL)
         return _bus
+
+
+def publish_batch(batch: Batch) -> None:
+    """The notifier's subscriber: a committed transition's events, in one command."""
+    get_event_bus().publish_many(batch.events)

@@ -2,9 +2,10 @@
 
 Each transition is one guarded statement (see `jobs/sql/queries.sql`): it names the state
 it expects, so of two actors racing for a job exactly one wins and the other gets nothing
-back. Attempts and logs are written in the same transaction, and events are published on
-Redis only after that transaction commits. Transitions return the job object of the API
-(`jobs.representation`), which is also what their events carry.
+back. Attempts and logs are written in the same transaction, and the transition's domain
+events go to `jobs.notifier`, which hands them to its subscribers only after that
+transaction commits. Transitions return the job object of the API (`jobs.representation`),
+which is also what their events carry.
 """
 
 from __future__ import annotations
@@ -21,15 +22,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from worker.registry import UnknownJobType, registry
-
-# A cycle by design: webhooks enqueue through this module, and this module hands it events.
-from . import webhooks
-from .events import EncodedJob, get_event_bus
 from .models import PRIORITY_WEIGHT, Job, JobDependency, JobStatus, RecurInterval
-from .representation import represent_job, represent_row, represent_values
+from .notifier import notifier
+from .registry import UnknownJobType, registry
+from .representation import EncodedJob, represent_job, represent_row, represent_values
 from .sql import query
-from .stats import stats_publisher
 
 JobObject = dict[str, Any]
 _NEVER = datetime(1970, 1, 1, tzinfo=UTC)
@@ -194,7 +191,7 @@ def enqueue(
         if pending_dependencies == 0:
             _notify_runnable([_row_of(job)])
         created = represent_values({**_row_of(job), "depends_on": depends_on})
-        _publish_after_commit([("job.created", created)])
+        notifier.emit_after_commit([("job.created", created)])
     return created
 
 
@@ -216,7 +213,7 @@ def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 2000) -> int:
     with transaction.atomic():
         Job.objects.bulk_create(jobs, batch_size=batch_size)
         _notify([_FEED])
-        transaction.on_commit(stats_publisher.changed)
+        notifier.emit_after_commit([], counts_changed=True)
     return len(jobs)
 
 
@@ -246,7 +243,7 @@ def claim(
             for row in rows
             for job in [_sql_job_object(row["job"])]
         ]
-        _publish_after_commit([("job.started", c.job) for c in claimed])
+        notifier.emit_after_commit([("job.started", c.job) for c in claimed])
     return claimed
 
 
@@ -278,7 +275,7 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
             ]
         released = [r["id"] for r in runnable if "event" not in r]
         _notify_runnable(runnable)
-        _publish_after_commit(
+        notifier.emit_after_commit(
             [("job.completed", j) for j in completed] + [("job.created", j) for j in created]
         )
     return CompletionReport(completed, created, released)
@@ -314,7 +311,7 @@ def fail(
             return None
         job = represent_row(rows[0])
         event = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
-        _publish_after_commit([("job.failed", job), (event, job)])
+        notifier.emit_after_commit([("job.failed", job), (event, job)])
     return job
 
 
@@ -377,7 +374,7 @@ def _take_back(params: dict[str, Any]) -> list[JobObject]:
         for job in jobs:
             follow_up = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
             events += [("job.failed", job), (follow_up, job)]
-        _publish_after_commit(events)
+        notifier.emit_after_commit(events)
     return jobs
 
 
@@ -394,7 +391,7 @@ def cancel(job_id: uuid.UUID, reason: str | None = None) -> JobObject:
         if rows[0]["cancelled_attempt_id"] is not None:
             _notify([json.dumps({"cancelled": str(job_id)})])
         dependents = _cancel_dependents([job_id], "was cancelled")
-        _publish_after_commit([("job.cancelled", j) for j in [job, *dependents]])
+        notifier.emit_after_commit([("job.cancelled", j) for j in [job, *dependents]])
     return job
 
 
@@ -412,7 +409,7 @@ def retry_many_from_dlq(job_ids: Sequence[uuid.UUID]) -> list[JobObject]:
         rows = _fetch("retry_dlq_job", {"job_ids": list(job_ids)})
         _notify_runnable(rows)
         jobs = [represent_row(r) for r in rows]
-        _publish_after_commit([("job.retry_scheduled", j) for j in jobs])
+        notifier.emit_after_commit([("job.retry_scheduled", j) for j in jobs])
     return jobs
 
 
@@ -433,7 +430,7 @@ def purge_many(job_ids: Sequence[uuid.UUID] | None) -> int:
         targets = list(in_dlq.values_list("id", flat=True))
         dependents = _cancel_dependents(targets, "was purged from the dead-letter queue")
         purged = len(_fetch("purge_dlq_jobs", {"job_ids": targets}))
-        _publish_after_commit([("job.cancelled", j) for j in dependents], stats_changed=True)
+        notifier.emit_after_commit([("job.cancelled", j) for j in dependents], counts_changed=True)
     return purged
 
 
@@ -506,18 +503,6 @@ def _notify(payloads: list[str]) -> None:
 
 def _row_of(job: Job) -> dict[str, Any]:
     return {f.attname: getattr(job, f.attname) for f in Job._meta.concrete_fields}
-
-
-def _publish_after_commit(
-    events: list[tuple[str, JobObject]], *, stats_changed: bool | None = None
-) -> None:
-    def publish() -> None:
-        get_event_bus().publish_many(events)
-        if stats_changed or (stats_changed is None and events):
-            stats_publisher.changed()
-        webhooks.dispatch(events)
-
-    transaction.on_commit(publish)
 
 
 def get_job(job_id: uuid.UUID) -> JobObject:

@@ -1,4 +1,5 @@
-"""The `/jobs/stats` counters and their `stats.updated` event.
+"""The `/jobs/stats` counters and their `stats.updated` event, a subscriber of
+`jobs.notifier` (`count_batch`).
 
 API processes publish fresh counters after every committed change. The worker changes
 thousands of jobs a second, so it turns on throttling and calls `flush()` from its loop:
@@ -11,6 +12,7 @@ import time
 from django.db import connection
 
 from .events import STATS_UPDATED, get_event_bus
+from .notifier import Batch
 from .sql import query
 
 
@@ -49,3 +51,9 @@ class StatsPublisher:
 
 
 stats_publisher = StatsPublisher()
+
+
+def count_batch(batch: Batch) -> None:
+    """The notifier's subscriber: fresh counters after a commit that moved them."""
+    if batch.counts_changed:
+        stats_publisher.changed()

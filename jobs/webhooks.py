@@ -5,8 +5,8 @@ other. Its payload carries the exact body to send (`body`, a string) so that the
 `X-Scheduler-Signature: sha256=<HMAC-SHA256 of the body with the webhook's secret>` is
 computed once, here, over the bytes the receiver will get.
 
-Dispatch runs in every process that commits transitions (API, console, worker), right after
-the events of a commit are published (`jobs.state._publish_after_commit`). Each process keeps
+Dispatch runs in every process that commits transitions (API, console, worker), after each
+commit, as a subscriber of `jobs.notifier` (`dispatch_batch`). Each process keeps
 the list of active webhooks for `WEBHOOK_CACHE_SECONDS`, so with no webhook an event costs no
 query at all; when a webhook matches, one query confirms it still exists before anything is
 enqueued, so a deleted webhook stops at once everywhere and a new one starts within the
@@ -35,6 +35,7 @@ from django.dispatch import receiver
 from . import state
 from .events import EVENT_TYPES, STATS_UPDATED
 from .models import Webhook
+from .notifier import Batch, Event
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +183,12 @@ class _ActiveWebhooks:
 active_webhooks = _ActiveWebhooks()
 
 
-def dispatch(events: Sequence[tuple[str, dict[str, Any]]]) -> int:
+def dispatch_batch(batch: Batch) -> None:
+    """The notifier's subscriber."""
+    dispatch(batch.events)
+
+
+def dispatch(events: Sequence[Event]) -> int:
     """Enqueue a delivery per (event, matching active webhook); returns how many.
 
     Called after a commit. Never raises: the transition it follows is already done.
@@ -196,7 +202,7 @@ def dispatch(events: Sequence[tuple[str, dict[str, Any]]]) -> int:
         return 0
 
 
-def _dispatch(events: Sequence[tuple[str, dict[str, Any]]]) -> int:
+def _dispatch(events: Sequence[Event]) -> int:
     targets = active_webhooks.get()
     if not targets:
         return 0

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 
-from .registry import handler
+from jobs.registry import handler
 
 if TYPE_CHECKING:
-    from .context import JobContext
+    from jobs.registry import JobContext
 
 
 class HandlerFailure(Exception):

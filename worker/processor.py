@@ -25,11 +25,10 @@ from typing import Any
 from django.db import close_old_connections
 from django.utils import timezone
 
+from jobs.registry import HandlerSpec, JobContext, UnknownJobType, registry
 from jobs.state import ClaimedJob
 
-from .context import JobContext
 from .outcome import HandlerMissing, HandlerTimeout
-from .registry import HandlerSpec, UnknownJobType, registry
 
 logger = logging.getLogger(__name__)
 
@@ -50,22 +49,6 @@ class AttemptLog:
         with self._mutex:
             entries, self._entries = self._entries, []
         return entries
-
-
-class LogBuffer(logging.Handler):
-    """An `AttemptLog` as a logging handler, for code that runs a handler outside the worker
-    (`seed_db`): attach it to a logger, then `take()` the lines."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.setFormatter(logging.Formatter("%(message)s"))
-        self.lines = AttemptLog()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.add(record, self.format(record))
-
-    def take(self) -> list[tuple[datetime, str, str]]:
-        return self.lines.take()
 
 
 class JobLogRouter(logging.Handler):

@@ -10,8 +10,8 @@ from typing import Any
 from django import forms
 
 from jobs.models import RecurInterval, Theme, UserPreference
+from jobs.registry import registry
 from jobs.webhooks import DELIVERABLE_EVENT_TYPES
-from worker.registry import registry
 
 PRIORITY_CHOICES = [(1, "1 · high"), (2, "2 · normal"), (3, "3 · low")]
 PAGE_SIZES = [10, 20, 50, 100]

@@ -24,7 +24,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from jobs import state, webhooks
 from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME_FIELDS, JobFilter
 from jobs.models import Job, RecurInterval, Webhook
-from worker.registry import registry
+from jobs.registry import registry
 
 from . import charts, selectors
 from .access import ConsoleRequest, console_view, page, refuse, user_time_zone

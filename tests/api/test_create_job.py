@@ -13,7 +13,7 @@ from django.utils import timezone
 from jobs.api.errors import PayloadTooLarge
 from jobs.api.parsers import JSONBodyParser
 from jobs.models import Job
-from worker.registry import registry
+from jobs.registry import registry
 
 from .conftest import iso, ms
 from .test_job_routes import JOB_FIELDS, assert_error

@@ -10,8 +10,7 @@ from typing import Any
 
 from django.db import connection
 
-from worker.context import JobContext
-from worker.registry import registry
+from jobs.registry import JobContext, registry
 
 RUNS_TABLE = "worker_test_runs"
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from jobs.registry import registry
 from jobs.state import ClaimedJob
 from worker.outcome import HandlerMissing, HandlerTimeout
 from worker.processor import Outcome, Processor
-from worker.registry import registry
 
 ran_on: list[int] = []
 

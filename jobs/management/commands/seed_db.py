@@ -16,7 +16,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -24,9 +24,7 @@ from django.utils import timezone
 
 from jobs import state
 from jobs.models import Job, RecurInterval, Worker, WorkerStatus
-from worker.context import JobContext
-from worker.processor import LogBuffer
-from worker.registry import registry
+from jobs.registry import JobContext, registry
 
 DEFAULT_COUNT = 120
 DEFAULT_SEED = 2026
@@ -146,6 +144,24 @@ def plan(count: int, rng: random.Random) -> list[Planned]:
             job.fate = CANCEL
         jobs.append(job)
     return jobs
+
+
+class LogBuffer(logging.Handler):
+    """Keeps a handler's log lines as (time, level, message), as the worker's attempt log
+    does, until `take()` hands them to `state.append_logs`."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(message)s"))
+        self.lines: list[tuple[datetime, str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        created = datetime.fromtimestamp(record.created, UTC)
+        self.lines.append((created, record.levelname, self.format(record)))
+
+    def take(self) -> list[tuple[datetime, str, str]]:
+        lines, self.lines = self.lines, []
+        return lines
 
 
 def _run(job: Planned, job_id: uuid.UUID, attempt_id: uuid.UUID, log: logging.Logger) -> Any:

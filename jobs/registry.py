@@ -1,23 +1,55 @@
-"""The handler registry: job type name -> callable, payload schema and timeout.
+"""The handler registry: job type name -> callable, payload schema and timeout, and the
+`JobContext` a handler receives.
 
-Users add job types from any installed app's `handlers.py`:
+The core owns it because creating a job validates its payload against the type's schema
+(API, console, admin), while only the worker runs the callables. Users add job types from
+any installed app's `handlers.py`, which `jobs.apps` discovers at start-up:
 
-    from worker.registry import handler
+    from jobs.registry import handler
 
     @handler("resize_image", schema={"type": "object", "required": ["url"], ...}, timeout=60)
-    def resize_image(job):
+    def resize_image(job: JobContext):
         ...
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 
 HandlerFunc = Callable[..., Any]
+
+
+class JobCancelled(Exception):
+    """Raised by `raise_if_cancelled()` once the job was cancelled while running."""
+
+
+@dataclass
+class JobContext:
+    """What a handler receives: its job's payload, a logger into `job_logs`, a cancel flag."""
+
+    id: uuid.UUID
+    type: str
+    payload: dict[str, Any]
+    attempt_id: uuid.UUID
+    attempt_number: int
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_event.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        if self.cancel_event.is_set():
+            raise JobCancelled(f"job {self.id} was cancelled")
 
 
 class UnknownJobType(LookupError):
@@ -40,16 +72,34 @@ class HandlerSpec:
         """Field path ("payload.to") -> messages; empty when the payload fits the schema."""
         errors: dict[str, list[str]] = {}
         for error in sorted(self.validator.iter_errors(payload), key=lambda e: list(e.path)):
-            path = ["payload", *(str(part) for part in error.path)]
-            message = error.message
-            if error.validator == "required":
-                missing = error.message.split("'")[1]
-                path.append(missing)
-                message = "This field is required."
-            elif error.validator == "additionalProperties":
-                message = f"Unknown field(s): {error.message.split('(')[0].strip()}"
-            errors.setdefault(".".join(path), []).append(message)
+            for path, message in _describe(error):
+                messages = errors.setdefault(".".join(["payload", *path]), [])
+                if message not in messages:
+                    messages.append(message)
         return errors
+
+
+def _describe(error: ValidationError) -> Iterable[tuple[list[str], str]]:
+    """(path under the payload, message) for one schema violation, read from the error's
+    keyword and the schema it broke, never from jsonschema's English message."""
+    path = [str(part) for part in error.path]
+    instance = error.instance
+    if error.validator == "required" and isinstance(instance, dict):
+        # One error per missing name, each carrying the whole `required` list.
+        for name in error.validator_value:
+            if name not in instance:
+                yield [*path, str(name)], "This field is required."
+    elif error.validator == "additionalProperties" and isinstance(instance, dict):
+        known = error.schema.get("properties", {})
+        patterns = error.schema.get("patternProperties", {})
+        unknown = [
+            str(name)
+            for name in instance
+            if name not in known and not any(re.search(p, str(name)) for p in patterns)
+        ]
+        yield path, f"Unknown field(s): {', '.join(unknown)}."
+    else:
+        yield path, error.message
 
 
 class HandlerRegistry:
