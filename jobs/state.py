@@ -335,16 +335,21 @@ def append_logs(
         return int(cursor.rowcount)
 
 
-def rescue_lost(*, stuck_after: timedelta, worker_timeout: timedelta) -> list[JobObject]:
+def rescue_lost(
+    *, stuck_after: timedelta, worker_timeout: timedelta, watched_since: datetime = _NEVER
+) -> list[JobObject]:
     """Return to pending the jobs of dead workers and the jobs stuck in processing.
 
-    Workers whose heartbeat is older than `worker_timeout` are marked dead here.
+    Workers silent for `worker_timeout` are marked dead here. Silence and time stuck count
+    only from `watched_since`, when the caller last regained the database, and from the
+    database server's start: nobody can beat or report while the database is unreachable.
     """
     now = timezone.now()
     return _take_back(
         {
             "stuck_before": now - stuck_after,
             "heartbeat_before": now - worker_timeout,
+            "watched_since": watched_since,
             "worker_id": None,
             "requeue": False,
             "reason": "Worker lost: the attempt never reported back.",
@@ -358,6 +363,7 @@ def release(worker_id: uuid.UUID, reason: str) -> list[JobObject]:
         {
             "stuck_before": _NEVER,
             "heartbeat_before": _NEVER,
+            "watched_since": _NEVER,
             "worker_id": worker_id,
             "requeue": True,
             "reason": reason,

@@ -4,8 +4,9 @@ returns what it did as counts, so tests call it directly and the worker loop onl
 - Heartbeat: proves the worker alive (and brings back a worker that was declared dead).
 - Feeder: loads runnable jobs, including those due within a look-ahead window, so nothing
   is missed even when a wake-up notification was.
-- Rescuer: declares dead the workers that stopped heartbeating and takes their jobs back,
-  and takes back jobs stuck in processing (`jobs.state.rescue_lost`).
+- Rescuer: declares dead the workers that stopped heartbeating while this one could see the
+  database, takes their jobs back, and takes back jobs stuck in processing
+  (`jobs.state.rescue_lost`).
 - ClaimWatch: notices running attempts whose claim is gone (cancelled, rescued) so their
   handler is told to stop and their outcome is not waited for.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -120,15 +121,21 @@ class Rescuer(Unit):
         interval: float,
         stuck_after: timedelta,
         worker_timeout: timedelta,
+        watched_since: Callable[[], datetime],
     ) -> None:
         self.sink = sink
         self.interval = interval
         self.stuck_after = stuck_after
         self.worker_timeout = worker_timeout
+        # Since when this worker has reached the database without a break: another worker's
+        # silence is evidence only over that time (see `jobs.state.rescue_lost`).
+        self.watched_since = watched_since
 
     def run_once(self) -> dict[str, int]:
         rescued = state.rescue_lost(
-            stuck_after=self.stuck_after, worker_timeout=self.worker_timeout
+            stuck_after=self.stuck_after,
+            worker_timeout=self.worker_timeout,
+            watched_since=self.watched_since(),
         )
         pending = [uuid.UUID(job["id"]) for job in rescued if job["status"] == "pending"]
         new = 0

@@ -57,7 +57,6 @@ _REFEED_SECONDS = 1.0
 # Job-object times are cut to the millisecond: a time read from one is waited for this much
 # longer, since a claim a hair too early finds the job not due yet.
 _TRUNCATION = timedelta(milliseconds=1)
-_MAX_DB_BACKOFF_SECONDS = 10.0
 _DB_ERRORS = (DatabaseError, InterfaceError)
 
 
@@ -97,6 +96,9 @@ class Worker:
         self._stop_deadline: float | None = None
         self._next_log_flush = 0.0
         self._units: list[_Timed] = []
+        # Since when the loop has reached the database without a break (None: not since the
+        # last error). The rescuer judges other workers' silence only over that time.
+        self._in_sight_since: datetime | None = None
         self.feeder: Feeder
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -176,6 +178,7 @@ class Worker:
             interval=max(0.2, worker_timeout / 2),
             stuck_after=timedelta(seconds=settings.SCHEDULER_STUCK_AFTER),
             worker_timeout=timedelta(seconds=worker_timeout),
+            watched_since=self._watched_since,
         )
         claims = ClaimWatch(self._held_claims, self._lose, interval=min(1.0, heartbeat))
         self._units = [
@@ -214,11 +217,11 @@ class Worker:
                 failures = 0
             except _DB_ERRORS as exc:
                 failures += 1
-                wait = min(_MAX_DB_BACKOFF_SECONDS, 0.25 * 2**failures)
+                wait = min(_max_db_backoff(), 0.25 * 2**failures)
                 logger.error(
                     "database unavailable (%s); retrying in %.1f s", exc.__class__.__name__, wait
                 )
-                _reset_connection()
+                self._lost_database()
                 continue
             if wait < 0:
                 return False
@@ -235,6 +238,8 @@ class Worker:
 
     def _turn(self) -> float:
         """One pass; how long the loop may sleep before the next, or -1 to finish."""
+        if self._in_sight_since is None:
+            self._in_sight_since = timezone.now()
         now = time.monotonic()
         for timed in self._units:
             if now >= timed.due:
@@ -476,18 +481,27 @@ class Worker:
                 return True
             except _DB_ERRORS as exc:
                 logger.error("database unavailable (%s); retrying in %.1f s", exc, delay)
-                _reset_connection()
+                self._lost_database()
             if self.signals >= 2:
                 return False
             time.sleep(delay)
-            delay = min(_MAX_DB_BACKOFF_SECONDS, delay * 2)
+            delay = min(_max_db_backoff(), delay * 2)
+
+    def _lost_database(self) -> None:
+        self._in_sight_since = None
+        try:
+            connection.close()
+        except _DB_ERRORS:
+            logger.debug("closing the broken connection failed", exc_info=True)
+
+    def _watched_since(self) -> datetime:
+        return self._in_sight_since or timezone.now()
 
 
-def _reset_connection() -> None:
-    try:
-        connection.close()
-    except _DB_ERRORS:
-        logger.debug("closing the broken connection failed", exc_info=True)
+def _max_db_backoff() -> float:
+    # A worker cut off tries again at least once per heartbeat interval, so once the database
+    # is back every live worker beats again well within the timeout the others then wait.
+    return settings.SCHEDULER_HEARTBEAT_INTERVAL
 
 
 def _decode(payload: str) -> dict[str, Any] | None:

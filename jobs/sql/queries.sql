@@ -255,16 +255,22 @@ RETURNING id;
 -- `heartbeat_before` (marked dead here), those stuck in processing since before
 -- `stuck_before`, and those of `worker_id` when it releases its jobs on a forced shutdown.
 -- The lost attempt is recorded as failed; a job with no attempts left enters the DLQ.
-WITH dead_workers AS (
+-- Both clocks count only from `watched_since` (when the caller last regained the database)
+-- and from the server's start: while the database was down or cut off for everyone nobody
+-- could beat or report, and a worker back with finished outcomes is neither dead nor stuck.
+WITH sight AS (
+    SELECT greatest(%(watched_since)s::timestamptz, pg_postmaster_start_time()) AS since
+), dead_workers AS (
     UPDATE workers
     SET status = 'dead', stopped_at = now()
     WHERE status IN ('running', 'stopping') AND heartbeat_at < %(heartbeat_before)s
+      AND (SELECT since FROM sight) < %(heartbeat_before)s
     RETURNING id
 ), lost AS (
     SELECT id, current_attempt_id AS attempt_id
     FROM jobs
     WHERE status = 'processing'
-      AND (started_at < %(stuck_before)s
+      AND ((started_at < %(stuck_before)s AND (SELECT since FROM sight) < %(stuck_before)s)
            OR worker_id IN (SELECT id FROM dead_workers)
            OR worker_id = %(worker_id)s)
     FOR UPDATE SKIP LOCKED

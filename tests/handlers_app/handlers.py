@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,27 @@ def record_run(job: JobContext) -> dict[str, Any]:
             [job.attempt_id],
         )
     return {"pid": os.getpid()}
+
+
+def count_run(job: JobContext) -> dict[str, Any]:
+    """Sleep `seconds`, then append "<job id> <attempt id>" to the file `path`: the handler's
+    side effect, kept outside PostgreSQL and Redis so that it survives their outages. One
+    short O_APPEND write per run, so concurrent workers never interleave their lines."""
+    time.sleep(job.payload.get("seconds", 0))
+    line = f"{job.id} {job.attempt_id}\n".encode()
+    descriptor = os.open(job.payload["path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(descriptor, line)
+    finally:
+        os.close(descriptor)
+    return {"pid": os.getpid()}
+
+
+def counted_runs(path: Path) -> Counter[str]:
+    """How many times `count_run` finished for each job id."""
+    if not path.exists():
+        return Counter()
+    return Counter(line.split()[0] for line in path.read_text().splitlines())
 
 
 def wait_for_cancel(job: JobContext) -> dict[str, Any]:
@@ -75,6 +97,7 @@ def bad_result(job: JobContext) -> Any:
 
 HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "record_run": (record_run, {}),
+    "count_run": (count_run, {}),
     "wait_for_cancel": (wait_for_cancel, {}),
     "sleep": (sleep, {}),
     "short_timeout": (sleep, {"timeout": 0.5}),

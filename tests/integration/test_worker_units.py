@@ -102,6 +102,7 @@ def test_rescuer_declares_silent_workers_dead_and_returns_their_jobs():
         interval=10,
         stuck_after=timedelta(minutes=10),
         worker_timeout=timedelta(seconds=30),
+        watched_since=lambda: timezone.now() - timedelta(minutes=1),
     )
     assert rescuer.run_once() == {"rescued": 1, "new": 1}
 
@@ -111,6 +112,31 @@ def test_rescuer_declares_silent_workers_dead_and_returns_their_jobs():
     assert Worker.objects.get(id=silent.id).status == WorkerStatus.DEAD
     assert Worker.objects.get(id=alive.id).status == WorkerStatus.RUNNING
     assert rescuer.run_once() == {"rescued": 0, "new": 0}
+
+
+def test_rescuer_counts_silence_only_since_it_regained_the_database():
+    # Both workers went silent 40 s ago, as in an outage for everyone that just ended.
+    silent = make_worker(heartbeat_at=timezone.now() - timedelta(seconds=40))
+    job = state.enqueue("noop", {})
+    state.claim(silent.id, 1, [uuid.UUID(job["id"])])
+    regained = timezone.now() - timedelta(seconds=20)
+
+    rescuer = Rescuer(
+        lambda entries: len(entries),
+        interval=10,
+        stuck_after=timedelta(minutes=10),
+        worker_timeout=timedelta(seconds=30),
+        watched_since=lambda: regained,
+    )
+    # Seen silent for 20 s only: it may be on its way back with finished outcomes.
+    assert rescuer.run_once() == {"rescued": 0, "new": 0}
+    assert Worker.objects.get(id=silent.id).status == WorkerStatus.RUNNING
+
+    # Silent for the whole timeout while this worker could see the database: dead.
+    regained -= timedelta(seconds=15)
+    assert rescuer.run_once() == {"rescued": 1, "new": 1}
+    assert Worker.objects.get(id=silent.id).status == WorkerStatus.DEAD
+    assert Job.objects.get(id=job["id"]).status == "pending"
 
 
 def test_claim_watch_reports_attempts_whose_claim_is_gone():
