@@ -9,7 +9,6 @@ user look at jobs, the DLQ, attempts and logs.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -17,15 +16,18 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.options import BaseModelAdmin
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
 from jobs.registry import registry
 
 from . import state, webhooks
+from .display import job_display_state, shown_json
 from .models import (
     ApiToken,
     DeadLetterJob,
@@ -42,6 +44,8 @@ from .models import (
 LOG_LINES_SHOWN = 200
 # The purge confirmation lists this many of the selected jobs by name.
 PURGE_LISTED = 50
+# Display states whose status label is coloured (the console's pill colours).
+_STATE_COLOURS = {"dlq": "#b3261e", "retrying": "#9a6700"}
 
 
 def _can_view_jobs(request: HttpRequest) -> bool:
@@ -49,10 +53,34 @@ def _can_view_jobs(request: HttpRequest) -> bool:
     return user.has_perm("jobs.view_job") or user.has_perm("jobs.change_job")
 
 
-def _pretty_json(value: Any) -> str:
+def _pretty_json(value: Any, raw_url: str) -> str:
     if value is None:
         return "-"
-    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True))
+    shown = shown_json(value)
+    if not shown.truncated:
+        return format_html("<pre>{}</pre>", shown.text)
+    return format_html(
+        '<pre>{}</pre><p>Truncated. <a href="{}" download>Download the raw JSON</a></p>',
+        shown.text,
+        raw_url,
+    )
+
+
+class ReadOnlyAdminMixin(BaseModelAdmin):
+    """No add, change or delete here: jobs change only through `jobs.state`, workers and
+    their records only through the worker. `can_delete_rows` opens deleting where it is an
+    action of its own (revoking an API token)."""
+
+    can_delete_rows = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self.can_delete_rows and super().has_delete_permission(request, obj)
 
 
 class JobTypeFilter(admin.SimpleListFilter):
@@ -69,22 +97,13 @@ class JobTypeFilter(admin.SimpleListFilter):
         return queryset.filter(type=value) if value else queryset
 
 
-class _ReadOnlyInline(admin.TabularInline):
+class _ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = False
 
     def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return _can_view_jobs(request)
-
-    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
 
 
 class JobAttemptInline(_ReadOnlyInline):
@@ -132,7 +151,7 @@ class JobDependencyInline(_ReadOnlyInline):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "type",
@@ -206,15 +225,6 @@ class JobAdmin(admin.ModelAdmin):
         extra = ["status_label", "attempts", "payload_pretty", "result_pretty"]
         return [f.name for f in Job._meta.fields] + extra
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
     ) -> tuple[QuerySet[Any], bool]:
@@ -228,12 +238,14 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_label(self, job: Job) -> str:
+        # The stored status (what the filters use), then what it means where they differ.
+        shown = job_display_state(job)
+        label = str(JobStatus(job.status).label)
+        if shown.name != job.status:
+            label = f"{label} · {shown.phrase}"
         # Colour helps the eye; the words carry the meaning on their own.
-        if job.in_dlq:
-            return format_html('<strong style="color:{}">{}</strong>', "#b3261e", "failed · in DLQ")
-        if job.status == JobStatus.FAILED:
-            return format_html('<span style="color:{}">{}</span>', "#9a6700", "failed · retrying")
-        return str(JobStatus(job.status).label)
+        colour = _STATE_COLOURS.get(shown.name)
+        return format_html('<span style="color:{}">{}</span>', colour, label) if colour else label
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
@@ -241,11 +253,11 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="payload")
     def payload_pretty(self, job: Job) -> str:
-        return _pretty_json(job.payload)
+        return _pretty_json(job.payload, reverse("console:job-payload", args=[job.id]))
 
     @admin.display(description="result")
     def result_pretty(self, job: Job) -> str:
-        return _pretty_json(job.result)
+        return _pretty_json(job.result, reverse("console:job-result", args=[job.id]))
 
 
 @admin.register(DeadLetterJob)
@@ -327,7 +339,7 @@ class DeadLetterJobAdmin(JobAdmin):
 
 
 @admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
+class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "hostname",
         "pid",
@@ -340,15 +352,6 @@ class WorkerAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "hostname")
     ordering = ("-started_at",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
 
     @admin.display(description="last heartbeat", ordering="heartbeat_at")
     def heartbeat(self, worker: Worker) -> str:
@@ -414,16 +417,11 @@ class WebhookAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Tokens can be looked at and revoked (deleted); their hash is never shown."""
 
+    can_delete_rows = True
     list_display = ("prefix", "user", "created_at", "last_used_at")
     search_fields = ("prefix", "user__username")
     list_select_related = ("user",)
     fields = readonly_fields = ("prefix", "user", "created_at", "last_used_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False

@@ -7,6 +7,7 @@ here: `jobs.api.errors.exception_handler` turns them into the envelope.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -24,6 +25,7 @@ from rest_framework.views import APIView
 from jobs import state
 from jobs.representation import represent_job
 from jobs.selectors import job_attempts, job_list
+from jobs.state import JobObject
 from jobs.stats import current_stats
 
 from .auth import BearerTokenAuthentication
@@ -166,49 +168,64 @@ class JobAttemptsView(ApiView):
         return Response(job_attempts(parse_job_id(job_id)))
 
 
-class JobCancelView(ApiView):
-    @extend_schema(
-        operation_id="jobs_cancel",
+class JobActionView(ApiView):
+    """An operator action on one job: parse the id, run the transition, answer the job it
+    left (or 204 where nothing is left). A refusal is the 409 of the error handler."""
+
+    def act(self, job_id: str, perform: Callable[[uuid.UUID], JobObject | None]) -> Response:
+        job = perform(parse_job_id(job_id))
+        return Response(status=status.HTTP_204_NO_CONTENT) if job is None else Response(job)
+
+
+def job_action_schema(
+    action: str, summary: str, description: str, *, no_content: str | None = None
+) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """The schema of a `JobActionView` method: 200 with the job, or 204 `no_content`."""
+    done: dict[int, Any] = (
+        {200: JobSerializer}
+        if no_content is None
+        else {204: OpenApiResponse(description=no_content)}
+    )
+    return extend_schema(
+        operation_id=f"jobs_{action}",
         tags=JOBS_TAG,
-        summary="Cancel a pending, running or retry-waiting job",
-        description="Jobs waiting on it are cancelled too. Any request body is ignored.",
+        summary=summary,
+        description=description,
         parameters=[JOB_ID_PARAMETER],
         request=None,
-        responses={200: JobSerializer, **error_responses(400, 404, 409, *WRITE_ERRORS)},
+        responses={**done, **error_responses(400, 404, 409, *WRITE_ERRORS)},
+    )
+
+
+class JobCancelView(JobActionView):
+    @job_action_schema(
+        "cancel",
+        "Cancel a pending, running or retry-waiting job",
+        "Jobs waiting on it are cancelled too. Any request body is ignored.",
     )
     def post(self, request: Request, job_id: str) -> Response:
-        return Response(state.cancel(parse_job_id(job_id)))
+        return self.act(job_id, state.cancel)
 
 
-class JobRetryView(ApiView):
-    @extend_schema(
-        operation_id="jobs_retry",
-        tags=JOBS_TAG,
-        summary="Retry a job from the dead-letter queue",
-        description="Back to pending with attempt_count 0, due now; its attempts are kept.",
-        parameters=[JOB_ID_PARAMETER],
-        request=None,
-        responses={200: JobSerializer, **error_responses(400, 404, 409, *WRITE_ERRORS)},
+class JobRetryView(JobActionView):
+    @job_action_schema(
+        "retry",
+        "Retry a job from the dead-letter queue",
+        "Back to pending with attempt_count 0, due now; its attempts are kept.",
     )
     def post(self, request: Request, job_id: str) -> Response:
-        return Response(state.retry_from_dlq(parse_job_id(job_id)))
+        return self.act(job_id, state.retry_from_dlq)
 
 
-class JobPurgeView(ApiView):
-    @extend_schema(
-        operation_id="jobs_purge",
-        tags=JOBS_TAG,
-        summary="Delete a dead-letter job with its attempts and logs",
-        parameters=[JOB_ID_PARAMETER],
-        request=None,
-        responses={
-            204: OpenApiResponse(description="Purged."),
-            **error_responses(400, 404, 409, *WRITE_ERRORS),
-        },
+class JobPurgeView(JobActionView):
+    @job_action_schema(
+        "purge",
+        "Delete a dead-letter job with its attempts and logs",
+        "Jobs waiting on it are cancelled.",
+        no_content="Purged.",
     )
     def delete(self, request: Request, job_id: str) -> Response:
-        state.purge(parse_job_id(job_id))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        return self.act(job_id, state.purge)
 
 
 def _database_status() -> str:

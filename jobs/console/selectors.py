@@ -5,13 +5,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
+from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
-from django.db.models.functions import TruncHour
+from django.db.models import Count, Q, QuerySet, TextField
+from django.db.models.functions import Cast, TruncHour
 from django.utils import timezone
 
+from jobs.display import STATES, job_display_state
 from jobs.models import (
     AttemptStatus,
     Job,
@@ -24,39 +26,16 @@ from jobs.models import (
 )
 from jobs.stats import current_stats
 
-# Stat cards in display order: (key in the stats object, label, status pill they match).
+# Stat cards in display order: (key in the stats object, card label, the display state whose
+# colour they take). A card counts jobs; its label says so where the state's pill label is terse.
 STAT_CARDS = (
-    ("pending", "Pending", "pending"),
-    ("processing", "Processing", "processing"),
-    ("completed", "Completed", "completed"),
-    ("failed", "Retrying", "retrying"),
-    ("dlq", "Dead letters", "dlq"),
-    ("cancelled", "Cancelled", "cancelled"),
+    ("pending", "Pending", STATES["pending"]),
+    ("processing", "Processing", STATES["processing"]),
+    ("completed", "Completed", STATES["completed"]),
+    ("failed", "Retrying", STATES["retrying"]),
+    ("dlq", "Dead letters", STATES["dlq"]),
+    ("cancelled", "Cancelled", STATES["cancelled"]),
 )
-
-# The event a job's current state would have produced, for the log feed's history.
-_STATE_EVENT = {
-    "pending": "job.created",
-    "blocked": "job.created",
-    "processing": "job.started",
-    "completed": "job.completed",
-    "retrying": "job.retry_scheduled",
-    "dlq": "job.dlq_entry",
-    "cancelled": "job.cancelled",
-}
-
-
-def display_state(status: str, in_dlq: bool, pending_dependencies: int = 0) -> str:
-    """The state an operator thinks in: a failed job is either retrying or a dead letter."""
-    if status == JobStatus.FAILED:
-        return "dlq" if in_dlq else "retrying"
-    if status == JobStatus.PENDING and pending_dependencies:
-        return "blocked"
-    return str(status)
-
-
-def job_state(job: Job) -> str:
-    return display_state(job.status, job.in_dlq, job.pending_dependencies)
 
 
 @dataclass(frozen=True)
@@ -69,7 +48,7 @@ class StatCard:
 
 def stat_cards(stats: dict[str, int] | None = None) -> list[StatCard]:
     stats = stats if stats is not None else current_stats()
-    return [StatCard(key, label, state, stats.get(key, 0)) for key, label, state in STAT_CARDS]
+    return [StatCard(key, label, shown.name, stats.get(key, 0)) for key, label, shown in STAT_CARDS]
 
 
 def active_jobs(limit: int = 12) -> list[Job]:
@@ -153,8 +132,8 @@ def log_feed(limit: int = 25) -> list[FeedLine]:
     jobs = Job.objects.order_by("-updated_at")[:limit]
     lines = []
     for job in jobs:
-        state = job_state(job)
-        lines.append(FeedLine(job.updated_at, _STATE_EVENT[state], state, job))
+        shown = job_display_state(job)
+        lines.append(FeedLine(job.updated_at, shown.event, shown.name, job))
     return lines
 
 
@@ -225,6 +204,18 @@ def recent_logs(job: Job, limit: int = 500) -> tuple[list[JobLog], bool]:
     """The job's last `limit` log lines, oldest first, and whether older ones were left out."""
     newest = list(job.logs.order_by("-created_at", "-id")[: limit + 1])
     return newest[:limit][::-1], len(newest) > limit
+
+
+def raw_json(job_id: uuid.UUID, field: Literal["payload", "result"]) -> str | None:
+    """A job's payload or result as PostgreSQL prints it, with no Python round trip whatever
+    its depth. None when there is no such job, or no result yet."""
+    raw: str | None = (
+        Job.objects.filter(id=job_id)
+        .annotate(raw=Cast(field, output_field=TextField()))
+        .values_list("raw", flat=True)
+        .first()
+    )
+    return raw
 
 
 def job_graph(job: Job) -> JobGraph:

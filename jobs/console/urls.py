@@ -1,5 +1,7 @@
 from django.urls import path
 
+from jobs.display import Action
+
 from . import views
 
 app_name = "console"
@@ -11,9 +13,20 @@ urlpatterns = [
     path("jobs/new", views.job_new, name="job-new"),
     path("jobs/<uuid:job_id>", views.job_detail, name="job-detail"),
     path("jobs/<uuid:job_id>/row", views.job_row, name="job-row"),
-    path("jobs/<uuid:job_id>/cancel", views.job_cancel, name="job-cancel"),
-    path("jobs/<uuid:job_id>/retry", views.job_retry, name="job-retry"),
-    path("jobs/<uuid:job_id>/purge", views.job_purge, name="job-purge"),
+    # One route per operator action: job-cancel, job-retry, job-purge.
+    *(
+        path(
+            f"jobs/<uuid:job_id>/{action}",
+            views.job_action,
+            {"action": action},
+            name=f"job-{action}",
+        )
+        for action in Action
+    ),
+    path(
+        "jobs/<uuid:job_id>/payload.json", views.job_json, {"field": "payload"}, name="job-payload"
+    ),
+    path("jobs/<uuid:job_id>/result.json", views.job_json, {"field": "result"}, name="job-result"),
     path("dlq", views.dlq_overview, name="dlq"),
     path("dlq/retry", views.dlq_bulk_retry, name="dlq-retry"),
     path("dlq/empty", views.dlq_empty, name="dlq-empty"),

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -21,7 +22,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from jobs import state, webhooks
+from jobs import display, state, webhooks
+from jobs.display import Action
 from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME_FIELDS, JobFilter
 from jobs.models import Job, RecurInterval, Webhook
 from jobs.registry import registry
@@ -29,7 +31,6 @@ from jobs.registry import registry
 from . import charts, selectors
 from .access import ConsoleRequest, console_view, page, refuse, user_time_zone
 from .forms import PRIORITY_CHOICES, CreateJobForm, PreferenceForm, WebhookForm, add_details
-from .templatetags.console import state_label
 
 POST = ("POST",)
 ANY = ("GET", "POST")
@@ -152,12 +153,10 @@ def job_row(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
 # --- actions on one job ----------------------------------------------------------------------
 
 
-_NOW_IS = {"dlq": "in the dead-letter queue", "failed": "waiting for a retry"}
-
-
 def _moved_on(error: state.InvalidStateError) -> str:
-    now_is = _NOW_IS.get(error.status, state_label(error.status).lower())
-    return f"This job moved on: it is now {now_is}."
+    # A refusal names the job's stored status, or "dlq" for a dead letter.
+    now = display.STATES.get(error.status) or display.display_state(error.status, in_dlq=False)
+    return f"This job moved on: it is now {now.phrase}."
 
 
 def _next_url(request: ConsoleRequest, default: str) -> str:
@@ -167,30 +166,44 @@ def _next_url(request: ConsoleRequest, default: str) -> str:
     return default
 
 
-def _act(request: ConsoleRequest, job_id: uuid.UUID, action: str) -> HttpResponse:
-    detail_url = reverse("console:job-detail", args=[job_id])
+@dataclass(frozen=True)
+class _JobAction:
+    perform: Callable[[uuid.UUID], object]
+    done: str
+
+
+_JOB_ACTIONS = {
+    Action.CANCEL: _JobAction(
+        lambda job_id: state.cancel(job_id, reason="Cancelled from the console"), "Job cancelled."
+    ),
+    Action.RETRY: _JobAction(
+        state.retry_from_dlq, "Job retried: it left the dead-letter queue and is pending again."
+    ),
+    Action.PURGE: _JobAction(state.purge, "Job purged with its attempts and logs."),
+}
+
+
+@console_view(methods=POST, operator=True)
+def job_action(request: ConsoleRequest, job_id: uuid.UUID, action: Action) -> HttpResponse:
+    """Cancel, retry or purge one job (the route names the action)."""
+    done = _JOB_ACTIONS[action].done
     try:
-        if action == "cancel":
-            state.cancel(job_id, reason="Cancelled from the console")
-            done = "Job cancelled."
-        elif action == "retry":
-            state.retry_from_dlq(job_id)
-            done = "Job retried: it left the dead-letter queue and is pending again."
-        else:
-            state.purge(job_id)
-            done = "Job purged with its attempts and logs."
+        _JOB_ACTIONS[action].perform(job_id)
     except state.InvalidStateError as error:
         return _refused(request, job_id, _moved_on(error), status=409)
     except state.JobNotFound:
         return _refused(request, job_id, "This job no longer exists.", status=404)
     if request.htmx:
-        if action == "purge":
+        if action == Action.PURGE:
             return HttpResponse("")
         job = Job.objects.filter(id=job_id).first()
         context = {"job": job, "gone_id": job_id, "notice": done}
         return page(request, "console/partials/job_row.html", context)
     messages.success(request, done)
-    default = reverse("console:dlq") if action == "purge" else detail_url
+    if action == Action.PURGE:
+        default = reverse("console:dlq")
+    else:
+        default = reverse("console:job-detail", args=[job_id])
     return redirect(_next_url(request, default))
 
 
@@ -208,21 +221,6 @@ def _refused(request: ConsoleRequest, job_id: uuid.UUID, message: str, status: i
     return _render_job(request, job, status=status, action_error=message)
 
 
-@console_view(methods=POST, operator=True)
-def job_cancel(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
-    return _act(request, job_id, "cancel")
-
-
-@console_view(methods=POST, operator=True)
-def job_retry(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
-    return _act(request, job_id, "retry")
-
-
-@console_view(methods=POST, operator=True)
-def job_purge(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
-    return _act(request, job_id, "purge")
-
-
 # --- one job ---------------------------------------------------------------------------------
 
 
@@ -233,7 +231,6 @@ def _render_job(
     logs, logs_truncated = selectors.recent_logs(job)
     context: dict[str, Any] = {
         "job": job,
-        "state": selectors.job_state(job),
         "attempts": attempts,
         "logs": logs,
         "logs_truncated": logs_truncated,
@@ -278,6 +275,20 @@ def job_detail(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
 
 
 @console_view()
+def job_json(
+    request: ConsoleRequest, job_id: uuid.UUID, field: Literal["payload", "result"]
+) -> HttpResponse:
+    """A job's payload or result as stored, to download: the page may show it truncated."""
+    raw = selectors.raw_json(job_id, field)
+    if raw is None:
+        message = f"No job with id {job_id}, or it has no {field}."
+        return page(request, "console/404.html", {"what": field, "message": message}, status=404)
+    response = HttpResponse(raw, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="job-{job_id}-{field}.json"'
+    return response
+
+
+@console_view()
 def dlq_detail(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
     job = _job_or_404(request, job_id)
     if isinstance(job, HttpResponse):
@@ -286,7 +297,7 @@ def dlq_detail(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
         messages.info(
             request,
             f"This job is not in the dead-letter queue: it is "
-            f"{state_label(selectors.job_state(job)).lower()}.",
+            f"{display.job_display_state(job).phrase}.",
         )
         return redirect("console:job-detail", job_id=job.id)
     return _render_job(request, job)

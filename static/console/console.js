@@ -41,15 +41,23 @@
     });
   }
 
+  // The display states (jobs/display.py), rendered into the page by {% display_states_script %}:
+  // which row each stands for, its label, and the actions it allows.
+  var statesElt = document.getElementById("display-states");
+  var STATES = statesElt ? JSON.parse(statesElt.textContent) : {};
+
   function displayState(job) {
-    if (job.status === "failed") return job.in_dlq ? "dlq" : "retrying";
+    // A job event carries no count of unfinished upstream jobs: blocked only when it says so.
+    var blocked = job.status === "pending" && Boolean(job.pending_dependencies);
+    var names = Object.keys(STATES);
+    for (var i = 0; i < names.length; i++) {
+      var row = STATES[names[i]];
+      if (row.status === job.status && row.in_dlq === Boolean(job.in_dlq) && row.blocked === blocked) {
+        return names[i];
+      }
+    }
     return job.status;
   }
-
-  var LABELS = {
-    pending: "Pending", processing: "Processing", completed: "Completed",
-    retrying: "Retrying", dlq: "DLQ", cancelled: "Cancelled"
-  };
 
   var clock = null;
   function formatTime(iso) {
@@ -75,7 +83,7 @@
     time.setAttribute("datetime", job.updated_at || "");
     var pill = line.querySelector(".pill");
     pill.classList.add("pill-" + state);
-    pill.textContent = LABELS[state] || state;
+    pill.textContent = STATES[state] ? STATES[state].label : state;
     var link = line.querySelector(".feed-job");
     link.textContent = job.type;
     link.href = "/jobs/" + job.id;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -32,11 +33,15 @@ def start(job_id: str, worker: Worker | None = None) -> state.ClaimedJob:
     return claimed
 
 
-def dead_letter(
-    type: str = "flaky", payload: dict[str, Any] | None = None, error: str = "boom"
+def failed_once(
+    type: str = "flaky",
+    payload: dict[str, Any] | None = None,
+    error: str = "boom",
+    *,
+    max_retries: int,
 ) -> dict[str, Any]:
-    """A job that failed its only attempt: enqueue, claim, fail with max_retries=1."""
-    job = state.enqueue(type, payload or {}, priority=2, max_retries=1)
+    """A job whose first attempt failed: in the DLQ with max_retries=1, else retrying."""
+    job = state.enqueue(type, payload or {}, priority=2, max_retries=max_retries)
     claimed = start(job["id"])
     failed = state.fail(
         claimed.id,
@@ -44,10 +49,17 @@ def dead_letter(
         error_type="HandlerFailure",
         error_message=error,
         stack_trace=f"Traceback (most recent call last):\n  ...\nHandlerFailure: {error}",
-        retry_delay=timedelta(seconds=1),
+        retry_delay=timedelta(minutes=5),
     )
-    assert failed is not None and failed["in_dlq"]
+    assert failed is not None and failed["in_dlq"] is (max_retries == 1)
     return failed
+
+
+def dead_letter(
+    type: str = "flaky", payload: dict[str, Any] | None = None, error: str = "boom"
+) -> dict[str, Any]:
+    """A job that failed its only attempt."""
+    return failed_once(type, payload, error, max_retries=1)
 
 
 def completed(type: str = "noop") -> dict[str, Any]:
@@ -57,3 +69,25 @@ def completed(type: str = "noop") -> dict[str, Any]:
         [state.Success(claimed.id, claimed.attempt_id, {"ok": True}, timezone.now())]
     )
     return report.completed[0]
+
+
+def _blocked() -> dict[str, Any]:
+    upstream = state.enqueue("noop", {}, priority=2)
+    return state.enqueue("noop", {}, priority=2, depends_on=uuid.UUID(upstream["id"]))
+
+
+def _processing() -> dict[str, Any]:
+    job = state.enqueue("noop", {}, priority=2)
+    return start(job["id"], make_worker()).job
+
+
+# A new job in each display state of jobs/display.py, by name.
+NEW_JOB_IN: dict[str, Callable[[], dict[str, Any]]] = {
+    "pending": lambda: state.enqueue("noop", {}, priority=2),
+    "blocked": _blocked,
+    "processing": _processing,
+    "completed": completed,
+    "retrying": lambda: failed_once(max_retries=3),
+    "dlq": dead_letter,
+    "cancelled": lambda: state.cancel(uuid.UUID(state.enqueue("noop", {}, priority=2)["id"])),
+}

@@ -91,7 +91,7 @@ def test_job_list_filters_and_search(superuser_client: Client, worker: Worker) -
     assert listed("?q=not-a-uuid-nor-a-type") == set()
 
     page = superuser_client.get(JOBS).content.decode()
-    assert "failed · in DLQ" in page
+    assert "Failed · in the dead-letter queue" in page
     assert "Add job" not in page
 
 
@@ -112,6 +112,22 @@ def test_a_job_page_is_read_only_with_attempts_and_logs(
     assert not response.context["adminform"].form.fields  # nothing editable at all
     for inline in response.context["inline_admin_formsets"]:
         assert not inline.has_add_permission and not inline.has_change_permission
+
+
+def test_a_deeply_nested_payload_is_shown_truncated_on_a_small_page(
+    superuser_client: Client,
+) -> None:
+    tree: list[Any] = ["bottom"]
+    for _ in range(499):
+        tree = [tree]
+    job = state.enqueue("noop", {"tree": tree}, priority=2)
+
+    response = superuser_client.get(f"{JOBS}{job['id']}/change/")
+
+    assert response.status_code == 200
+    assert len(response.content) < 100_000  # 500 KB when pretty-printed in full
+    raw = f'<a href="/jobs/{job["id"]}/payload.json" download>Download the raw JSON</a>'
+    assert raw in response.content.decode()
 
 
 def test_jobs_cannot_be_added_edited_or_deleted_in_the_admin(
@@ -258,6 +274,12 @@ def test_workers_are_read_only_and_a_stale_one_is_flagged(superuser_client: Clie
 
     assert "ghost" in page and "stale" in page
     assert superuser_client.get("/admin/jobs/worker/add/").status_code == 403
+    ghost = Worker.objects.get(hostname="ghost")
+    edit = superuser_client.post(f"/admin/jobs/worker/{ghost.pk}/change/", {"pid": "8"})
+    assert edit.status_code == 403
+    gone = superuser_client.post(f"/admin/jobs/worker/{ghost.pk}/delete/", {"post": "yes"})
+    assert gone.status_code == 403
+    assert Worker.objects.get(hostname="ghost").pid == 7
 
 
 def test_webhooks_are_managed_with_validation_a_hidden_secret_and_a_test_action(
@@ -316,3 +338,14 @@ def test_api_tokens_never_show_their_hash(superuser_client: Client) -> None:
     assert token.prefix in listing
     assert token.key_hash not in listing and token.key_hash not in detail
     assert superuser_client.get("/admin/jobs/apitoken/add/").status_code == 403
+
+
+def test_an_api_token_is_revoked_by_deleting_it(superuser_client: Client) -> None:
+    user = get_user_model().objects.get(username="root")
+    issue_token(user)
+    token = user.api_tokens.get()
+
+    revoke = superuser_client.post(f"/admin/jobs/apitoken/{token.pk}/delete/", {"post": "yes"})
+
+    assert revoke.status_code == 302
+    assert not user.api_tokens.exists()

@@ -198,9 +198,13 @@ def test_login_then_a_job_created_through_the_api_shows_up_live(
 
     # No reload: the stat card and the live log follow the SSE stream.
     expect(pending).to_have_text("1")
-    expect(page.locator("#log-feed .feed-line").first).to_contain_text(job["id"][:8])
+    newest_line = page.locator("#log-feed .feed-line").first
+    expect(newest_line).to_contain_text(job["id"][:8])
+    # console.js labels the pill from the display-state table the page handed it.
+    expect(newest_line.locator(".pill")).to_have_text("Pending")
     start(job["id"])  # a worker picks it up
     expect(page.locator('.stat-card [data-stat="processing"]')).to_have_text("1")
+    expect(newest_line.locator(".pill")).to_have_text("Processing")
     expect(page.locator("#active-jobs")).to_contain_text(job["id"][:8])
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
     screenshot(page, "dashboard-live")

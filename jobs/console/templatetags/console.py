@@ -2,52 +2,41 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 from django import template
 from django.http import QueryDict
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, json_script
 from django.utils.safestring import SafeString
 
-from jobs.console.selectors import display_state
+from jobs import display
 
 register = template.Library()
-
-STATE_LABELS = {
-    "pending": "Pending",
-    "blocked": "Blocked",
-    "processing": "Processing",
-    "completed": "Completed",
-    "retrying": "Retrying",
-    "dlq": "DLQ",
-    "cancelled": "Cancelled",
-    "succeeded": "Succeeded",
-    "failed": "Failed",
-    "running": "Running",
-    "stopping": "Stopping",
-    "stopped": "Stopped",
-    "dead": "Dead",
-    "stale": "Stale",
-}
-
-
-def state_label(state: str) -> str:
-    return STATE_LABELS.get(state, state.replace("_", " ").capitalize())
 
 
 @register.simple_tag
 def pill(state: str) -> SafeString:
     """A status pill: the colour says it at a glance, the text says it for everyone."""
-    return format_html('<span class="pill pill-{}">{}</span>', state, state_label(state))
+    return format_html('<span class="pill pill-{}">{}</span>', state, display.label_of(state))
 
 
 @register.simple_tag
 def job_pill(job: Any) -> SafeString:
-    state = display_state(job.status, job.in_dlq, getattr(job, "pending_dependencies", 0))
-    return pill(state)
+    return pill(display.job_display_state(job).name)
+
+
+@register.filter
+def job_allows(job: Any, action: str) -> bool:
+    """`{% if job|job_allows:"cancel" %}`: whether the job's display state allows it."""
+    return display.job_display_state(job).allows(action)
+
+
+@register.simple_tag
+def display_states_script() -> SafeString:
+    """The display-state table for console.js, as `<script id="display-states">` JSON."""
+    return json_script(display.table_for_script(), "display-states")
 
 
 @register.filter
@@ -80,8 +69,9 @@ def short_id(value: Any) -> str:
 
 
 @register.filter
-def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+def pretty_json(value: Any) -> display.ShownJson:
+    """The value pretty-printed, within the page's size bounds (`.text`, `.truncated`)."""
+    return display.shown_json(value)
 
 
 @register.filter
