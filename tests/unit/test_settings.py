@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from scheduler_project.services import EmbeddedPostgres
+from devservices.postgres_server import EmbeddedPostgres
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ROOT / "scheduler_project" / "settings.py"
-SERVICES = ROOT / "scheduler_project" / "services.py"
+DEVSERVICES = ROOT / "devservices"
 ENV_FUNCTIONS = {"env_str", "env_int", "env_float", "env_bool", "env_list"}
 TRUE_WORDS = {"1", "true", "yes", "on"}
 
@@ -43,7 +43,8 @@ def knobs_read_by_settings() -> dict[str, str]:
 
 
 def variables_read_by_services() -> set[str]:
-    return set(re.findall(r'(?:environ|env)\.get\(\s*"([A-Z][A-Z0-9_]*)"', SERVICES.read_text()))
+    pattern = re.compile(r'(?:environ|env)\.get\(\s*"([A-Z][A-Z0-9_]*)"')
+    return {name for path in DEVSERVICES.glob("*.py") for name in pattern.findall(path.read_text())}
 
 
 def documented_in_env_example() -> dict[str, str]:

@@ -1,0 +1,112 @@
+"""`make run`: set everything up, then run the web server and one worker until Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from devservices.paths import data_dir
+from devservices.postgres_server import postgres_connection_kwargs
+from devservices.processes import manage, say
+from devservices.selection import services
+from devservices.supervisor import Supervisor
+
+WEB_HOST = "127.0.0.1"
+
+
+def database_has_jobs(database_url: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(**postgres_connection_kwargs(database_url)) as conn:
+        # `jobs` is the table of jobs.models.Job (db_table).
+        row = conn.execute("SELECT EXISTS (SELECT 1 FROM jobs)").fetchone()
+    return bool(row and row[0])
+
+
+def banner(port: int, admin: dict[str, str], where: list[str], worker_pid: int | None) -> str:
+    site = f"http://{WEB_HOST}:{port}"
+    token = admin["token"]
+    lines = [
+        "",
+        "  The job scheduler is running. Ctrl-C stops all of it.",
+        "",
+        f"  Console      {site}/",
+        f"  Admin        {site}/admin/",
+        f"  API docs     {site}/api-docs   (OpenAPI: {site}/api-docs.json)",
+        f"  API          {site}/api/v1/",
+        "",
+        f"  Login        {admin['username']} / {admin['password']}",
+        f"               (kept in {admin['credentials_file']})",
+        f"  API token    {token}",
+        "",
+        "  Try:",
+        f'    curl -H "Authorization: Bearer {token}" {site}/api/v1/jobs/stats',
+        f'    curl -H "Authorization: Bearer {token}" -H "Content-Type: application/json" \\',
+        '         -d \'{"type": "noop", "payload": {}, "priority": 1}\' ' + f"{site}/api/v1/jobs",
+        "",
+        *(f"  {line}" for line in where),
+        f"  Worker       manage.py runworker (pid {worker_pid})" if worker_pid else "",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run_dev() -> int:
+    port = int(os.environ.get("WEB_PORT") or 8000)
+    with contextlib.closing(socket.socket()) as probe:
+        try:
+            probe.bind((WEB_HOST, port))
+        except OSError:
+            raise SystemExit(
+                f"Port {port} on {WEB_HOST} is in use: stop what uses it, or set WEB_PORT."
+            ) from None
+    with services(prefer_local=False) as (env, where):
+        manage(env, "migrate", "--noinput")
+        credentials = data_dir() / "dev-admin.json"
+        output = manage(
+            env,
+            "ensure_dev_admin",
+            "--json",
+            "--credentials-file",
+            str(credentials),
+            stdout=subprocess.PIPE,
+        )
+        admin = json.loads(output.strip().splitlines()[-1])
+        if not database_has_jobs(env["DATABASE_URL"]):
+            say("the database has no jobs: seeding the demo jobs")
+            manage(env, "seed_db")
+        if not env.get("EMAIL_BACKEND"):
+            # Printed on the console, the demo jobs' mail would bury the banner.
+            env["EMAIL_BACKEND"] = "django.core.mail.backends.filebased.EmailBackend"
+            env.setdefault("EMAIL_FILE_PATH", str(data_dir() / "emails"))
+            where.append(f"Emails       written to {env['EMAIL_FILE_PATH']}/ (one file each)")
+        supervisor = Supervisor(env)
+        supervisor.install_signal_handlers()
+        grace = float(env.get("SCHEDULER_SHUTDOWN_GRACE") or 30) + 5
+        try:
+            supervisor.spawn(
+                "web server",
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    WEB_HOST,
+                    "-p",
+                    str(port),
+                    "scheduler_project.asgi:application",
+                ],
+            )
+            supervisor.spawn("worker", [sys.executable, "manage.py", "runworker"])
+            if supervisor.wait_for_port(WEB_HOST, port, timeout=60):
+                # After the worker's first burst of log lines, not in the middle of it.
+                supervisor.pause(2.0)
+                worker = supervisor.children["worker"]
+                print(banner(port, admin, where, worker.pid), flush=True)
+            return supervisor.wait()
+        finally:
+            supervisor.stop(grace)
