@@ -1,13 +1,10 @@
 """The data of the scheduler. Status changes happen only in `jobs.state`."""
 
 import uuid
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-
-PRIORITY_WEIGHT = timedelta(minutes=20)
 
 
 class JobStatus(models.TextChoices):
@@ -27,13 +24,6 @@ class RecurInterval(models.TextChoices):
     EVERY_1_MINUTE = "every_1_minute", "Every minute"
     EVERY_5_MINUTES = "every_5_minutes", "Every 5 minutes"
     EVERY_1_HOUR = "every_1_hour", "Every hour"
-
-
-RECUR_INTERVAL_DELTAS = {
-    RecurInterval.EVERY_1_MINUTE: timedelta(minutes=1),
-    RecurInterval.EVERY_5_MINUTES: timedelta(minutes=5),
-    RecurInterval.EVERY_1_HOUR: timedelta(hours=1),
-}
 
 
 class Job(models.Model):

@@ -1,9 +1,15 @@
-"""The job object of the API and of every `job.*` event, built in one place."""
+"""The job object of the API and of every `job.*` event.
+
+Its shape is written once, as the SQL function `scheduler_job_object` (`jobs/sql/schema.sql`):
+transitions return it from their statements, and reads attach it to their querysets here.
+"""
 
 import json
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
 
 from .models import Job
 
@@ -30,53 +36,15 @@ def format_time(value: datetime | None) -> str | None:
     )
 
 
-def _id(value: Any) -> str | None:
-    return None if value is None else str(value)
+# The job object of each row, built by the one definition of its shape (`schema.sql`).
+_JOB_OBJECT = RawSQL("scheduler_job_object(jobs)::text", ())
 
 
-def represent_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The job object from a raw SQL `jobs` row (column names, plus `depends_on`).
-
-    Django's psycopg connections hand jsonb over as text, so `payload` and `result` are
-    decoded here. A result that is itself a JSON string arrives quoted and stays a string.
-    """
-    return represent_values(
-        {
-            **row,
-            "payload": json.loads(row["payload"]),
-            "result": None if row["result"] is None else json.loads(row["result"]),
-        }
-    )
-
-
-def represent_values(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The job object from already-decoded column values (column names, plus `depends_on`)."""
-    return {
-        "id": str(row["id"]),
-        "type": row["type"],
-        "payload": row["payload"],
-        "priority": row["priority"],
-        "status": row["status"],
-        "attempt_count": row["attempt_count"],
-        "max_retries": row["max_retries"],
-        "scheduled_at": format_time(row["scheduled_at"]),
-        "recur_interval": row["recur_interval"],
-        "depends_on": _id(row.get("depends_on")),
-        "in_dlq": row["in_dlq"],
-        "created_at": format_time(row["created_at"]),
-        "updated_at": format_time(row["updated_at"]),
-        "started_at": format_time(row["started_at"]),
-        "completed_at": format_time(row["completed_at"]),
-        "cancelled_at": format_time(row["cancelled_at"]),
-        "next_retry_at": format_time(row["next_retry_at"]),
-        "last_error": row["last_error"],
-        "result": row["result"],
-        "worker_id": _id(row["worker_id"]),
-    }
+def with_job_objects(queryset: QuerySet[Job]) -> QuerySet[Job]:
+    """`queryset` with each job's API object attached, for `represent_job`."""
+    return queryset.annotate(job_object=_JOB_OBJECT)
 
 
 def represent_job(job: Job) -> dict[str, Any]:
-    """The job object from a model instance (prefetch `dependencies` for lists)."""
-    row = {field.attname: getattr(job, field.attname) for field in Job._meta.concrete_fields}
-    row["depends_on"] = job.depends_on_id
-    return represent_values(row)
+    """The job object of a job read through `with_job_objects`."""
+    return EncodedJob(job.job_object)  # type: ignore[attr-defined]

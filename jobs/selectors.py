@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 
 from .filters import JobFilter
 from .models import Job, JobAttempt
-from .representation import format_time
+from .representation import format_time, with_job_objects
 from .state import JobNotFound, JobValidationError
 
 # Query parameters of list routes that are not filters.
@@ -18,7 +18,7 @@ LIST_PARAMS = frozenset({"page", "limit", "format"})
 
 
 def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[Job]:
-    """Jobs matching the `GET /jobs` query `params`, ordered, `dependencies` prefetched.
+    """Jobs matching the `GET /jobs` query `params`, ordered, with their job objects.
 
     An unknown parameter or a value that does not parse is a JobValidationError naming it:
     a typo must not silently widen the list.
@@ -29,12 +29,12 @@ def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[J
         if name not in JobFilter.base_filters and name not in LIST_PARAMS
     }
     queryset = Job.objects.filter(in_dlq=True) if dlq_only else Job.objects.all()
-    filterset = JobFilter(params, queryset=queryset.prefetch_related("dependencies"))
+    filterset = JobFilter(params, queryset=queryset)
     if not filterset.is_valid():
         errors.update({name: list(messages) for name, messages in filterset.errors.items()})
     if errors:
         raise JobValidationError(errors)
-    return filterset.qs
+    return with_job_objects(filterset.qs)
 
 
 def job_attempts(job_id: uuid.UUID) -> list[dict[str, Any]]:

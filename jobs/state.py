@@ -22,11 +22,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from .models import PRIORITY_WEIGHT, Job, JobDependency, JobStatus, RecurInterval
+from .models import Job, JobDependency, JobStatus, RecurInterval
 from .notifier import notifier
+from .recurrence import RecurringRun, recurrence_of
 from .registry import UnknownJobType, registry
-from .representation import EncodedJob, represent_job, represent_row, represent_values
-from .sql import query
+from .representation import EncodedJob
+from .scheduling import virtual_deadline
+from .sql import fetch, query
 
 JobObject = dict[str, Any]
 _NEVER = datetime(1970, 1, 1, tzinfo=UTC)
@@ -147,7 +149,7 @@ def _new_job(spec: JobSpec, now: datetime, pending_dependencies: int = 0) -> Job
         created_at=now,
         updated_at=now,
         run_at=run_at,
-        virtual_deadline=run_at + spec.priority * PRIORITY_WEIGHT,
+        virtual_deadline=virtual_deadline(spec.priority, run_at),
         pending_dependencies=pending_dependencies,
     )
 
@@ -189,8 +191,10 @@ def enqueue(
         if depends_on is not None:
             JobDependency.objects.create(job=job, depends_on_id=depends_on)
         if pending_dependencies == 0:
-            _notify_runnable([_row_of(job)])
-        created = represent_values({**_row_of(job), "depends_on": depends_on})
+            _notify_runnable(
+                [{"id": job.id, "priority": job.priority, "run_at": job.run_at, "created_at": now}]
+            )
+        created = get_job(job.id)
         notifier.emit_after_commit([("job.created", created)])
     return created
 
@@ -225,7 +229,7 @@ def claim(
 ) -> list[ClaimedJob]:
     """Claim up to `limit` runnable jobs (among `job_ids` when given), most urgent first."""
     with transaction.atomic(savepoint=False):
-        rows = _fetch(
+        rows = fetch(
             "claim_jobs",
             {"worker_id": worker_id, "limit": limit, "job_ids": list(job_ids) if job_ids else None},
         )
@@ -241,7 +245,7 @@ def claim(
                 job=job,
             )
             for row in rows
-            for job in [_sql_job_object(row["job"])]
+            for job in [EncodedJob(row["job"])]
         ]
         notifier.emit_after_commit([("job.started", c.job) for c in claimed])
     return claimed
@@ -252,7 +256,7 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
     if not successes:
         return CompletionReport([], [], [])
     with transaction.atomic(savepoint=False):
-        rows = _fetch(
+        rows = fetch(
             "complete_jobs",
             {
                 "job_ids": [s.job_id for s in successes],
@@ -262,23 +266,21 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
                 "worker_id": worker_id,
             },
         )
-        completed = [_sql_job_object(r["job"]) for r in rows if r["event"] == "job.completed"]
-        created = [_sql_job_object(r["job"]) for r in rows if r["event"] == "job.created"]
-        runnable = [r for r in rows if r["event"] == "job.created"]
+        completed = _job_objects(rows)
+        next_runs = _schedule_next_runs(rows)
+        created = _job_objects(next_runs)
+        released = []
         if completed:
-            runnable += [
+            released = [
                 r
-                for r in _fetch(
-                    "release_dependents", {"job_ids": [uuid.UUID(j["id"]) for j in completed]}
-                )
+                for r in fetch("release_dependents", {"job_ids": [r["id"] for r in rows]})
                 if r["pending_dependencies"] == 0
             ]
-        released = [r["id"] for r in runnable if "event" not in r]
-        _notify_runnable(runnable)
+        _notify_runnable(next_runs + released)
         notifier.emit_after_commit(
             [("job.completed", j) for j in completed] + [("job.created", j) for j in created]
         )
-    return CompletionReport(completed, created, released)
+    return CompletionReport(completed, created, [r["id"] for r in released])
 
 
 def fail(
@@ -295,7 +297,7 @@ def fail(
     enters the DLQ when it has none left. None when the attempt had lost its claim."""
     finished_at = finished_at or timezone.now()
     with transaction.atomic(savepoint=False):
-        rows = _fetch(
+        rows = fetch(
             "fail_job",
             {
                 "job_id": job_id,
@@ -309,7 +311,7 @@ def fail(
         )
         if not rows:
             return None
-        job = represent_row(rows[0])
+        job = EncodedJob(rows[0]["job"])
         event = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
         notifier.emit_after_commit([("job.failed", job), (event, job)])
     return job
@@ -373,9 +375,9 @@ def release(worker_id: uuid.UUID, reason: str) -> list[JobObject]:
 
 def _take_back(params: dict[str, Any]) -> list[JobObject]:
     with transaction.atomic():
-        rows = _fetch("rescue_lost_jobs", params)
+        rows = fetch("rescue_lost_jobs", params)
         _notify_runnable([row for row in rows if row["status"] == JobStatus.PENDING])
-        jobs = [represent_row(row) for row in rows]
+        jobs = _job_objects(rows)
         events: list[tuple[str, JobObject]] = []
         for job in jobs:
             follow_up = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
@@ -390,10 +392,10 @@ def _take_back(params: dict[str, Any]) -> list[JobObject]:
 def cancel(job_id: uuid.UUID, reason: str | None = None) -> JobObject:
     """Cancel a pending, running or retry-waiting job, and every job waiting on it."""
     with transaction.atomic():
-        rows = _fetch("cancel_job", {"job_id": job_id, "reason": reason})
+        rows = fetch("cancel_job", {"job_id": job_id, "reason": reason})
         if not rows:
             raise _refusal(job_id, "cancel")
-        job = represent_row(rows[0])
+        job = EncodedJob(rows[0]["job"])
         if rows[0]["cancelled_attempt_id"] is not None:
             _notify([json.dumps({"cancelled": str(job_id)})])
         dependents = _cancel_dependents([job_id], "was cancelled")
@@ -412,9 +414,9 @@ def retry_from_dlq(job_id: uuid.UUID) -> JobObject:
 def retry_many_from_dlq(job_ids: Sequence[uuid.UUID]) -> list[JobObject]:
     """Retry those of `job_ids` that are in the DLQ; the others are left as they are."""
     with transaction.atomic():
-        rows = _fetch("retry_dlq_job", {"job_ids": list(job_ids)})
+        rows = fetch("retry_dlq_job", {"job_ids": list(job_ids)})
         _notify_runnable(rows)
-        jobs = [represent_row(r) for r in rows]
+        jobs = _job_objects(rows)
         notifier.emit_after_commit([("job.retry_scheduled", j) for j in jobs])
     return jobs
 
@@ -435,7 +437,7 @@ def purge_many(job_ids: Sequence[uuid.UUID] | None) -> int:
             in_dlq = in_dlq.filter(id__in=list(job_ids))
         targets = list(in_dlq.values_list("id", flat=True))
         dependents = _cancel_dependents(targets, "was purged from the dead-letter queue")
-        purged = len(_fetch("purge_dlq_jobs", {"job_ids": targets}))
+        purged = len(fetch("purge_dlq_jobs", {"job_ids": targets}))
         notifier.emit_after_commit([("job.cancelled", j) for j in dependents], counts_changed=True)
     return purged
 
@@ -450,8 +452,8 @@ def empty_dlq() -> int:
 def _cancel_dependents(job_ids: Sequence[uuid.UUID], verb: str) -> list[JobObject]:
     if not job_ids:
         return []
-    rows = _fetch("cancel_dependents", {"job_ids": list(job_ids), "verb": verb})
-    return [represent_row(r) for r in rows]
+    rows = fetch("cancel_dependents", {"job_ids": list(job_ids), "verb": verb})
+    return _job_objects(rows)
 
 
 def _refusal(job_id: uuid.UUID, action: str) -> JobError:
@@ -461,21 +463,7 @@ def _refusal(job_id: uuid.UUID, action: str) -> JobError:
     return InvalidStateError(job_id, current["status"], current["in_dlq"], action)
 
 
-def _fetch(name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    with connection.cursor() as cursor:
-        cursor.execute(query(name), params)
-        if cursor.description is None:
-            return []
-        columns = [column.name for column in cursor.description]
-        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-
-
 _FEED = '{"feed":true}'
-
-
-def _sql_job_object(value: str) -> JobObject:
-    """The job object built in SQL, as text (`::text`) so that its events reuse it."""
-    return EncodedJob(value)
 
 
 def _notify_runnable(rows: Sequence[Mapping[str, Any]]) -> None:
@@ -507,12 +495,54 @@ def _notify(payloads: list[str]) -> None:
             )
 
 
-def _row_of(job: Job) -> dict[str, Any]:
-    return {f.attname: getattr(job, f.attname) for f in Job._meta.concrete_fields}
+def _job_objects(rows: Sequence[Mapping[str, Any]]) -> list[JobObject]:
+    """The job objects the statement built (`scheduler_job_object(...)::text AS job`)."""
+    return [EncodedJob(row["job"]) for row in rows]
+
+
+def _schedule_next_runs(completed: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Create the next run of each recurring job among the `completed` rows, when its
+    recurrence has one; the rows of the runs created."""
+    after = timezone.now()
+    job_ids, run_at = [], []
+    for row in completed:
+        run = RecurringRun(row["scheduled_at"], row["recur_interval"])
+        recurrence = recurrence_of(run)
+        next_at = recurrence.next_run(run, after) if recurrence is not None else None
+        if next_at is not None:
+            job_ids.append(row["id"])
+            run_at.append(next_at)
+    if not job_ids:
+        return []
+    return fetch("schedule_next_runs", {"job_ids": job_ids, "run_at": run_at})
 
 
 def get_job(job_id: uuid.UUID) -> JobObject:
-    job = Job.objects.prefetch_related("dependencies").filter(id=job_id).first()
-    if job is None:
+    rows = fetch("job_object", {"job_id": job_id})
+    if not rows:
         raise JobNotFound(job_id)
-    return represent_job(job)
+    return EncodedJob(rows[0]["job"])
+
+
+# --- what the worker reads -------------------------------------------------------------------
+
+
+def runnable_jobs(
+    *, horizon: datetime, limit: int, job_ids: Sequence[uuid.UUID] | None = None
+) -> list[dict[str, Any]]:
+    """Runnable jobs due before `horizon` (among `job_ids` when given), most urgent first,
+    as rows of id, priority, run_at, created_at."""
+    return fetch(
+        "runnable_jobs",
+        {
+            "horizon": horizon,
+            "job_ids": list(job_ids) if job_ids is not None else None,
+            "limit": limit,
+        },
+    )
+
+
+def lost_claims(held: Mapping[uuid.UUID, uuid.UUID]) -> list[uuid.UUID]:
+    """Which of the held job id -> attempt id claims are no longer held."""
+    rows = fetch("lost_claims", {"job_ids": list(held), "attempt_ids": list(held.values())})
+    return [row["job_id"] for row in rows]

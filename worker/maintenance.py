@@ -21,13 +21,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from jobs import state
 from jobs.models import Worker, WorkerStatus
-from jobs.sql import query
 
 from .schedulers import ScheduledJob
 
@@ -44,18 +42,14 @@ def runnable_jobs(
     *, lookahead: timedelta = timedelta(0), limit: int, job_ids: Sequence[uuid.UUID] | None = None
 ) -> tuple[list[ScheduledJob], bool]:
     """Runnable jobs due within `lookahead`, most urgent first, and whether `limit` cut them."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            query("runnable_jobs"),
-            {
-                "horizon": timezone.now() + lookahead,
-                "job_ids": list(job_ids) if job_ids is not None else None,
-                "limit": limit,
-            },
-        )
-        rows = cursor.fetchall()
+    rows = state.runnable_jobs(horizon=timezone.now() + lookahead, limit=limit, job_ids=job_ids)
     entries = [
-        ScheduledJob(job_id=row[0], priority=row[1], ready_at=row[2], created_at=row[3])
+        ScheduledJob(
+            job_id=row["id"],
+            priority=row["priority"],
+            ready_at=row["run_at"],
+            created_at=row["created_at"],
+        )
         for row in rows
     ]
     return entries, len(rows) >= limit
@@ -163,12 +157,7 @@ class ClaimWatch(Unit):
         held = self.held()
         if not held:
             return {"checked": 0, "lost": 0}
-        with connection.cursor() as cursor:
-            cursor.execute(
-                query("lost_claims"),
-                {"job_ids": list(held), "attempt_ids": list(held.values())},
-            )
-            lost = [row[0] for row in cursor.fetchall()]
+        lost = state.lost_claims(held)
         for job_id in lost:
             self.on_lost(job_id)
         return {"checked": len(held), "lost": len(lost)}

@@ -1,13 +1,13 @@
 -- The hot and guarded SQL of the job state machine. Every transition is one statement whose
 -- WHERE clause names the state it expects: zero rows back means the transition lost a race
--- and nothing changed. Parameters are psycopg named placeholders.
--- `jobs.state` is the only caller.
+-- and nothing changed. Parameters are psycopg named placeholders. The rules these statements
+-- share are SQL functions in `schema.sql`: the virtual deadline, the job object, closing an
+-- attempt. Only the core's modules run them (`jobs.state`, `jobs.stats`).
 
 -- name: claim_jobs
 -- Claim up to `limit` runnable jobs, optionally only among `job_ids` (the worker's heap
 -- order). Each claim opens an attempt whose id is the fencing token of the claim. Returns
--- the token and the API job object, built in SQL because this is hot (migrations 0003-4),
--- as text, which its `job.started` event reuses.
+-- the token and the API job object as text, which its `job.started` event reuses.
 WITH due AS (
     SELECT id
     FROM jobs
@@ -42,11 +42,9 @@ ORDER BY c.virtual_deadline, c.created_at, c.id;
 
 -- name: complete_jobs
 -- Finish a batch of attempts as succeeded. Only attempts that still hold their claim win.
--- In the same statement each recurring job's next slot is created (once: `previous_run_id`
--- is unique), skipping slots already in the past. Dependents are released by the next
--- statement of the same transaction, so that it sees edges committed while this one waited.
--- Each row carries the API job object, built in SQL because this is hot (see 0003), as
--- text, which its event reuses.
+-- Dependents are released and recurring jobs get their next run by the next statements of
+-- the same transaction (`jobs.state.complete`). Each row carries the API job object as
+-- text, which its event reuses, and what a recurrence needs.
 -- `results` is one JSON array (one encoding per batch rather than one per job).
 WITH outcome AS (
     SELECT o.job_id, o.attempt_id, r.result, o.finished_at
@@ -65,46 +63,32 @@ WITH outcome AS (
     WHERE j.id = o.job_id AND j.status = 'processing' AND j.current_attempt_id = o.attempt_id
     RETURNING j.*
 ), closed AS (
-    UPDATE job_attempts AS a
-    SET status = 'succeeded',
-        finished_at = o.finished_at,
-        duration_ms = greatest(0, floor(extract(epoch FROM o.finished_at - a.started_at) * 1000))
+    SELECT scheduler_close_attempts(array_agg(o.attempt_id), array_agg(o.finished_at),
+                                    'succeeded', NULL, NULL, NULL)
     FROM outcome o
     JOIN done ON done.id = o.job_id
-    WHERE a.id = o.attempt_id
-), next_slot AS (
-    SELECT done.*,
-           done.scheduled_at + step * greatest(1, ceil(
-               extract(epoch FROM now() - done.scheduled_at) / extract(epoch FROM step))
-           )::int AS next_at
-    FROM done
-    CROSS JOIN LATERAL (SELECT CASE done.recur_interval
-        WHEN 'every_1_minute' THEN interval '1 minute'
-        WHEN 'every_5_minutes' THEN interval '5 minutes'
-        WHEN 'every_1_hour' THEN interval '1 hour' END AS step) s
-    WHERE done.recur_interval IS NOT NULL
-), next_runs AS (
-    INSERT INTO jobs (id, type, payload, priority, status, attempt_count, max_retries,
-                      scheduled_at, recur_interval, in_dlq, created_at, updated_at,
-                      run_at, virtual_deadline, pending_dependencies, previous_run_id)
-    SELECT gen_random_uuid(), type, payload, priority, 'pending', 0, max_retries,
-           next_at, recur_interval, false, now(), now(),
-           next_at, next_at + priority * interval '20 minutes', 0, id
-    FROM next_slot
-    ON CONFLICT (previous_run_id) DO NOTHING
-    RETURNING *
 ), counted AS (
     UPDATE workers SET jobs_done = jobs_done + (SELECT count(*) FROM done)
     WHERE id = %(worker_id)s
 )
--- Only the next slots need their times as values (to wake the workers at the right time).
-SELECT r.event, (r.job).id, (r.job).priority,
-       CASE WHEN r.event = 'job.created' THEN (r.job).run_at END AS run_at,
-       CASE WHEN r.event = 'job.created' THEN (r.job).created_at END AS created_at,
-       scheduler_job_object(r.job)::text AS job
-FROM (SELECT 'job.completed' AS event, ROW(done.*)::jobs AS job FROM done
-      UNION ALL
-      SELECT 'job.created' AS event, ROW(next_runs.*)::jobs AS job FROM next_runs) AS r;
+SELECT d.id, d.recur_interval, d.scheduled_at, scheduler_job_object(ROW(d.*)::jobs)::text AS job
+FROM done d CROSS JOIN closed;
+
+-- name: schedule_next_runs
+-- The next run of each recurring job in `job_ids`, at the matching `run_at` (computed by its
+-- recurrence, `jobs.recurrence`). Once only: `previous_run_id` is unique, so a second
+-- completion report of the same run creates nothing.
+INSERT INTO jobs AS new (id, type, payload, priority, status, attempt_count, max_retries,
+                         scheduled_at, recur_interval, in_dlq, created_at, updated_at,
+                         run_at, virtual_deadline, pending_dependencies, previous_run_id)
+SELECT gen_random_uuid(), j.type, j.payload, j.priority, 'pending', 0, j.max_retries,
+       n.run_at, j.recur_interval, false, now(), now(),
+       n.run_at, scheduler_virtual_deadline(j.priority, n.run_at), 0, j.id
+FROM unnest(%(job_ids)s::uuid[], %(run_at)s::timestamptz[]) AS n(previous_id, run_at)
+JOIN jobs j ON j.id = n.previous_id
+ON CONFLICT (previous_run_id) DO NOTHING
+RETURNING new.id, new.priority, new.run_at, new.created_at,
+          scheduler_job_object(new)::text AS job;
 
 -- name: release_dependents
 -- Count the completion of `job_ids` against their dependents; a dependent whose last
@@ -112,7 +96,7 @@ FROM (SELECT 'job.completed' AS event, ROW(done.*)::jobs AS job FROM done
 UPDATE jobs AS j
 SET pending_dependencies = greatest(0, j.pending_dependencies - released.upstream_done),
     run_at = greatest(j.run_at, now()),
-    virtual_deadline = greatest(j.run_at, now()) + j.priority * interval '20 minutes',
+    virtual_deadline = scheduler_virtual_deadline(j.priority, greatest(j.run_at, now())),
     updated_at = now()
 FROM (SELECT dep.job_id, count(*) AS upstream_done
       FROM job_dependencies dep
@@ -133,28 +117,21 @@ WITH failed AS (
         run_at = CASE WHEN j.attempt_count >= j.max_retries THEN j.run_at
                       ELSE %(retry_at)s END,
         virtual_deadline = CASE WHEN j.attempt_count >= j.max_retries THEN j.virtual_deadline
-                                ELSE %(retry_at)s + j.priority * interval '20 minutes' END,
+                                ELSE scheduler_virtual_deadline(j.priority, %(retry_at)s) END,
         last_error = %(error_message)s,
         updated_at = now(),
         current_attempt_id = NULL
     WHERE j.id = %(job_id)s AND j.status = 'processing'
       AND j.current_attempt_id = %(attempt_id)s
-    RETURNING j.*
+    RETURNING scheduler_job_object(j)::text AS job
 ), closed AS (
-    UPDATE job_attempts AS a
-    SET status = 'failed',
-        finished_at = %(finished_at)s,
-        duration_ms = greatest(0, floor(extract(epoch FROM %(finished_at)s - a.started_at) * 1000)),
-        error_type = %(error_type)s,
-        error_message = %(error_message)s,
-        stack_trace = %(stack_trace)s
+    SELECT scheduler_close_attempts(array_agg(%(attempt_id)s::uuid),
+                                    array_agg(%(finished_at)s::timestamptz), 'failed',
+                                    %(error_type)s::text, %(error_message)s::text,
+                                    %(stack_trace)s::text)
     FROM failed
-    WHERE a.id = %(attempt_id)s
 )
-SELECT failed.*,
-       (SELECT dep.depends_on_id FROM job_dependencies dep
-        WHERE dep.job_id = failed.id ORDER BY dep.id LIMIT 1) AS depends_on
-FROM failed;
+SELECT failed.job FROM failed CROSS JOIN closed;
 
 -- name: cancel_job
 -- Cancel a job that has not finished. A running attempt is closed as failed and loses its
@@ -171,21 +148,14 @@ WITH cancelled AS (
           WHERE id = %(job_id)s FOR UPDATE) AS prior
     WHERE j.id = prior.id
       AND (j.status IN ('pending', 'processing') OR (j.status = 'failed' AND NOT j.in_dlq))
-    RETURNING j.*, prior.attempt_id AS cancelled_attempt_id
+    RETURNING scheduler_job_object(j)::text AS job, prior.attempt_id AS cancelled_attempt_id
 ), closed AS (
-    UPDATE job_attempts AS a
-    SET status = 'failed',
-        finished_at = now(),
-        duration_ms = greatest(0, floor(extract(epoch FROM now() - a.started_at) * 1000)),
-        error_type = 'Cancelled',
-        error_message = 'Cancelled while running'
+    SELECT scheduler_close_attempts(array_agg(cancelled_attempt_id), array_agg(now()),
+                                    'failed', 'Cancelled', 'Cancelled while running', NULL)
     FROM cancelled
-    WHERE a.id = cancelled.cancelled_attempt_id
+    WHERE cancelled_attempt_id IS NOT NULL
 )
-SELECT cancelled.*,
-       (SELECT dep.depends_on_id FROM job_dependencies dep
-        WHERE dep.job_id = cancelled.id ORDER BY dep.id LIMIT 1) AS depends_on
-FROM cancelled;
+SELECT cancelled.* FROM cancelled CROSS JOIN closed;
 
 -- name: cancel_dependents
 -- Cancel every not-yet-started job downstream of `job_ids`, naming the upstream job.
@@ -206,7 +176,7 @@ WITH RECURSIVE downstream AS (
         last_error = 'Upstream job ' || downstream.upstream_id || ' ' || %(verb)s
     FROM downstream
     WHERE j.id = downstream.job_id AND j.status = 'pending'
-    RETURNING j.*, downstream.upstream_id AS depends_on
+    RETURNING scheduler_job_object(j)::text AS job
 )
 SELECT * FROM cancelled;
 
@@ -221,12 +191,10 @@ SET status = 'pending',
     last_error = NULL,
     worker_id = NULL,
     run_at = now(),
-    virtual_deadline = now() + j.priority * interval '20 minutes',
+    virtual_deadline = scheduler_virtual_deadline(j.priority, now()),
     updated_at = now()
 WHERE j.id = ANY(%(job_ids)s::uuid[]) AND j.status = 'failed' AND j.in_dlq
-RETURNING j.*,
-          (SELECT dep.depends_on_id FROM job_dependencies dep
-           WHERE dep.job_id = j.id ORDER BY dep.id LIMIT 1) AS depends_on;
+RETURNING j.id, j.priority, j.run_at, j.created_at, scheduler_job_object(j)::text AS job;
 
 -- name: purge_dlq_jobs
 -- Delete dead-letter jobs with their attempts, logs and edges; all of them when `job_ids`
@@ -280,28 +248,21 @@ WITH sight AS (
                       THEN 'pending' ELSE 'failed' END,
         in_dlq = NOT %(requeue)s AND j.attempt_count >= j.max_retries,
         run_at = now(),
-        virtual_deadline = now() + j.priority * interval '20 minutes',
+        virtual_deadline = scheduler_virtual_deadline(j.priority, now()),
         last_error = %(reason)s,
         updated_at = now(),
         worker_id = NULL,
         current_attempt_id = NULL
     FROM lost
     WHERE j.id = lost.id
-    RETURNING j.*, lost.attempt_id AS lost_attempt_id
+    RETURNING j.id, j.priority, j.run_at, j.created_at, j.status,
+              scheduler_job_object(j)::text AS job, lost.attempt_id AS lost_attempt_id
 ), closed AS (
-    UPDATE job_attempts AS a
-    SET status = 'failed',
-        finished_at = now(),
-        duration_ms = greatest(0, floor(extract(epoch FROM now() - a.started_at) * 1000)),
-        error_type = 'WorkerLost',
-        error_message = %(reason)s
+    SELECT scheduler_close_attempts(array_agg(lost_attempt_id), array_agg(now()),
+                                    'failed', 'WorkerLost', %(reason)s::text, NULL)
     FROM rescued
-    WHERE a.id = rescued.lost_attempt_id
 )
-SELECT rescued.*,
-       (SELECT dep.depends_on_id FROM job_dependencies dep
-        WHERE dep.job_id = rescued.id ORDER BY dep.id LIMIT 1) AS depends_on
-FROM rescued;
+SELECT rescued.* FROM rescued CROSS JOIN closed;
 
 -- name: append_logs
 -- Write log lines of a running attempt; refused (nothing written) once the claim is lost.
@@ -339,6 +300,10 @@ LEFT JOIN jobs j
        ON j.id = held.job_id AND j.status = 'processing'
       AND j.current_attempt_id = held.attempt_id
 WHERE j.id IS NULL;
+
+-- name: job_object
+-- The API job object of one job, as text; no row for an unknown id.
+SELECT scheduler_job_object(j)::text AS job FROM jobs j WHERE j.id = %(job_id)s;
 
 -- name: job_stats
 -- The counters of GET /jobs/stats: `failed` is only jobs waiting for a retry.

@@ -18,7 +18,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from jobs import state
-from jobs.models import PRIORITY_WEIGHT, Job, JobStatus, Worker
+from jobs.models import Job, JobStatus, Worker
+from jobs.scheduling import virtual_deadline
 
 T0 = datetime(2026, 6, 11, 12, 0, tzinfo=UTC)
 
@@ -45,7 +46,7 @@ def job_row(db: None) -> Callable[..., Job]:
             "created_at": created,
             "updated_at": fields.pop("updated_at", created),
             "run_at": scheduled,
-            "virtual_deadline": scheduled + priority * PRIORITY_WEIGHT,
+            "virtual_deadline": virtual_deadline(priority, scheduled),
         }
         values.update(fields)
         return Job.objects.create(**values)

@@ -28,7 +28,7 @@ def success(claimed: state.ClaimedJob, result=None) -> state.Success:
     return state.Success(claimed.id, claimed.attempt_id, result, timezone.now())
 
 
-def test_job_objects_built_in_sql_equal_the_api_representation(test_handlers):
+def test_every_transition_and_read_returns_the_same_job_object(test_handlers):
     worker = make_worker()
     upstream = state.enqueue("noop", {})
     edge = datetime(2026, 1, 2, 3, 4, 5, 999_999, tzinfo=UTC)  # milliseconds are cut, not rounded
@@ -36,19 +36,33 @@ def test_job_objects_built_in_sql_equal_the_api_representation(test_handlers):
     recurring = state.enqueue(
         "echo", {"value": [1, "two"]}, priority=3, recur_interval="every_5_minutes"
     )
+    assert list(recurring) == [
+        "id", "type", "payload", "priority", "status", "attempt_count", "max_retries",
+        "scheduled_at", "recur_interval", "depends_on", "in_dlq", "created_at", "updated_at",
+        "started_at", "completed_at", "cancelled_at", "next_retry_at", "last_error", "result",
+        "worker_id",
+    ]  # fmt: skip
+    assert (recurring["payload"], recurring["priority"], recurring["status"]) == (
+        {"value": [1, "two"]},
+        3,
+        "pending",
+    )
 
     claimed = state.claim(worker.id, 10)
     assert {c.job["id"] for c in claimed} == {upstream["id"], recurring["id"]}
     for c in claimed:
         assert c.job == state.get_job(c.id)
         assert (c.type, c.priority, c.attempt_number) == (c.job["type"], c.job["priority"], 1)
+        assert (c.job["status"], c.job["worker_id"]) == ("processing", str(worker.id))
     assert state.get_job(upstream["id"])["created_at"] == "2026-01-02T03:04:05.999Z"
 
     dependent = state.enqueue("noop", {}, depends_on=uuid.UUID(upstream["id"]))
+    assert dependent["depends_on"] == upstream["id"]
     report = state.complete([success(c, {"n": 1}) for c in claimed], worker.id)
     assert len(report.completed) == 2 and len(report.created) == 1
     for job in report.completed + report.created:
         assert job == state.get_job(job["id"])
+    assert {j["result"]["n"] for j in report.completed} == {1}
     assert report.released == [uuid.UUID(dependent["id"])]
 
     (claimed_dependent,) = state.claim(worker.id, 10, [uuid.UUID(dependent["id"])])

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.models import PRIORITY_WEIGHT
+from jobs.scheduling import virtual_deadline
+from tests.unit.test_deadline import continuous_score
 from worker.schedulers import (
     JobScheduler,
     MinHeapScheduler,
@@ -18,7 +19,6 @@ from worker.schedulers import (
     SkipListScheduler,
     make_scheduler,
 )
-from worker.scoring import continuous_score
 
 BASE = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 # A small pool of ids so that sequences hit duplicates, removals of held jobs and of unknown ones.
@@ -40,7 +40,7 @@ def job(
 
 def spec_order(entry: ScheduledJob) -> tuple[datetime, datetime, uuid.UUID]:
     """engine.md's order, written from the spec rather than from the entry's key."""
-    return (entry.ready_at + entry.priority * PRIORITY_WEIGHT, entry.created_at, entry.job_id)
+    return (virtual_deadline(entry.priority, entry.ready_at), entry.created_at, entry.job_id)
 
 
 def drain(scheduler: JobScheduler) -> list[ScheduledJob]:

@@ -1,16 +1,33 @@
-"""The seed's stepped score, its continuous form, and the virtual deadline that orders jobs."""
+"""The virtual deadline that orders jobs (`jobs.scheduling`), against engine.md's stepped
+score and its continuous form, both written here from the spec as oracles."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.scoring import continuous_score, minutes_waiting, score, virtual_deadline
+from jobs.scheduling import virtual_deadline
 
 READY = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def minutes_waiting(ready_at: datetime, now: datetime) -> float:
+    return (now - ready_at) / timedelta(minutes=1)
+
+
+def score(priority: int, ready_at: datetime, now: datetime) -> float:
+    """engine.md: `max(0, priority - floor(minutes_waiting / 10) * 0.5)`, lower is more
+    urgent; a job not yet runnable has waited 0 minutes."""
+    return max(0.0, priority - math.floor(max(0.0, minutes_waiting(ready_at, now)) / 10) * 0.5)
+
+
+def continuous_score(priority: int, ready_at: datetime, now: datetime) -> float:
+    """The score without its steps or its floor: `priority - minutes_waiting / 20`."""
+    return priority - minutes_waiting(ready_at, now) / 20
 
 
 def at(minutes: float) -> datetime:
@@ -52,7 +69,6 @@ def test_both_scores_agree_at_every_ten_minutes_while_positive(priority: int, st
 def test_virtual_deadline_is_twenty_minutes_per_priority_level() -> None:
     assert virtual_deadline(1, READY) == at(20)
     assert virtual_deadline(3, READY) == at(60)
-    assert minutes_waiting(READY, at(7.5)) == 7.5
 
 
 @given(

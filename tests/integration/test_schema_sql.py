@@ -1,0 +1,52 @@
+"""The SQL functions of `jobs/sql/schema.sql` against their Python twins, on the real
+database the migrations built."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobs.representation import format_time
+from jobs.scheduling import virtual_deadline
+from jobs.sql import queries, query
+
+pytestmark = pytest.mark.django_db
+
+INSTANTS = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+)
+
+
+def sql(expression: str, *params: object) -> object:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {expression}", params)
+        (value,) = cursor.fetchone()
+    return value
+
+
+@settings(max_examples=200, deadline=None)
+@given(priority=st.integers(1, 3), ready_at=INSTANTS)
+def test_the_deadline_function_and_its_python_twin_agree(priority: int, ready_at: datetime) -> None:
+    in_sql = sql("scheduler_virtual_deadline(%s, %s)", priority, ready_at)
+    assert in_sql == virtual_deadline(priority, ready_at)
+
+
+def test_the_deadline_is_twenty_minutes_per_priority_level_in_sql() -> None:
+    ready_at = datetime(2026, 3, 29, 0, 30, tzinfo=UTC)  # a DST night in Europe: no effect
+    assert sql("scheduler_virtual_deadline(3, %s)", ready_at) == ready_at + timedelta(hours=1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(instant=INSTANTS)
+def test_the_time_function_and_its_python_twin_agree(instant: datetime) -> None:
+    assert sql("scheduler_time(%s)", instant) == format_time(instant)
+
+
+def test_no_statement_writes_the_deadline_rule_itself() -> None:
+    # The rule's only interval literal is in schema.sql; the statements call the function.
+    assert [name for name, body in queries().items() if "interval '" in body] == []
+    assert "scheduler_virtual_deadline" in query("release_dependents")
