@@ -73,7 +73,7 @@ SELECT s.id, s.type, s.payload, s.priority,
        CASE WHEN s.fate = 'dlq' THEN 'HTTP 503 from https://hooks.example.com/orders' END,
        CASE WHEN s.fate = 'completed' THEN s.result END,
        CASE WHEN s.attempts > 0 THEN w.id END,
-       s.run_at, s.run_at + s.priority * interval '20 minutes', 0, NULL, NULL
+       s.run_at, scheduler_virtual_deadline(s.priority, s.run_at), 0, NULL, NULL
 FROM seed_history_jobs s
 LEFT JOIN seed_history_workers w ON w.slot = s.worker_slot
 ORDER BY s.created_at
