@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
@@ -144,24 +144,26 @@ def dlq_jobs() -> QuerySet[Job]:
     return Job.objects.filter(in_dlq=True).order_by("-updated_at")
 
 
-def failures_by_type(limit: int = 8) -> list[tuple[str, int]]:
+def _dlq_count_by(column: str, limit: int) -> list[tuple[Any, int]]:
+    """The DLQ's most common values of `column`, with their counts, most common first."""
     rows = (
         Job.objects.filter(in_dlq=True)
-        .values("type")
+        .values(column)
         .annotate(n=Count("id"))
-        .order_by("-n", "type")[:limit]
+        .order_by("-n", column)[:limit]
     )
-    return [(row["type"], row["n"]) for row in rows]
+    return [(row[column], row["n"]) for row in rows]
+
+
+def failures_by_type(limit: int = 8) -> list[tuple[str, int]]:
+    return _dlq_count_by("type", limit)
 
 
 def failures_by_error(limit: int = 8) -> list[tuple[str, int]]:
-    rows = (
-        Job.objects.filter(in_dlq=True)
-        .values("last_error")
-        .annotate(n=Count("id"))
-        .order_by("-n", "last_error")[:limit]
-    )
-    return [((row["last_error"] or "(no message)").splitlines()[0], row["n"]) for row in rows]
+    return [
+        ((error or "(no message)").splitlines()[0], n)
+        for error, n in _dlq_count_by("last_error", limit)
+    ]
 
 
 def failures_over_time(tz: tzinfo, hours: int = 24) -> list[tuple[datetime, int]]:

@@ -11,7 +11,7 @@ urlpatterns = [
     path("dashboard/<slug:part>", views.dashboard_part, name="dashboard-part"),
     path("jobs", views.ledger, name="ledger"),
     path("jobs/new", views.job_new, name="job-new"),
-    path("jobs/<uuid:job_id>", views.job_detail, name="job-detail"),
+    path("jobs/<uuid:job_id>", views.job_page, {"dlq": False}, name="job-detail"),
     path("jobs/<uuid:job_id>/row", views.job_row, name="job-row"),
     # One route per operator action: job-cancel, job-retry, job-purge.
     *(
@@ -30,7 +30,7 @@ urlpatterns = [
     path("dlq", views.dlq_overview, name="dlq"),
     path("dlq/retry", views.dlq_bulk_retry, name="dlq-retry"),
     path("dlq/empty", views.dlq_empty, name="dlq-empty"),
-    path("dlq/<uuid:job_id>", views.dlq_detail, name="dlq-detail"),
+    path("dlq/<uuid:job_id>", views.job_page, {"dlq": True}, name="dlq-detail"),
     path("settings", views.settings_page, name="settings"),
     path("settings/preferences", views.save_preferences, name="preferences"),
     path("settings/webhooks", views.webhook_create, name="webhook-create"),

@@ -252,25 +252,23 @@ def _render_job(
     return page(request, "console/job_detail.html", context, status=status)
 
 
-def _job_or_404(request: ConsoleRequest, job_id: uuid.UUID) -> Job | HttpResponse:
+@console_view()
+def job_page(request: ConsoleRequest, job_id: uuid.UUID, dlq: bool) -> HttpResponse:
+    """Job Detail, or DLQ Detail for a dead letter: each sends a job to the other's page
+    when it is (no longer) in the DLQ."""
     job = selectors.job_with_history(job_id)
     if job is None:
-        return page(
-            request,
-            "console/404.html",
-            {"what": "job", "message": f"No job with id {job_id}: it may have been purged."},
-            status=404,
-        )
-    return job
-
-
-@console_view()
-def job_detail(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
-    job = _job_or_404(request, job_id)
-    if isinstance(job, HttpResponse):
-        return job
-    if job.in_dlq:
+        message = f"No job with id {job_id}: it may have been purged."
+        return page(request, "console/404.html", {"what": "job", "message": message}, status=404)
+    if job.in_dlq and not dlq:
         return redirect("console:dlq-detail", job_id=job.id)
+    if dlq and not job.in_dlq:
+        messages.info(
+            request,
+            f"This job is not in the dead-letter queue: it is "
+            f"{display.job_display_state(job).phrase}.",
+        )
+        return redirect("console:job-detail", job_id=job.id)
     return _render_job(request, job)
 
 
@@ -286,21 +284,6 @@ def job_json(
     response = HttpResponse(raw, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="job-{job_id}-{field}.json"'
     return response
-
-
-@console_view()
-def dlq_detail(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
-    job = _job_or_404(request, job_id)
-    if isinstance(job, HttpResponse):
-        return job
-    if not job.in_dlq:
-        messages.info(
-            request,
-            f"This job is not in the dead-letter queue: it is "
-            f"{display.job_display_state(job).phrase}.",
-        )
-        return redirect("console:job-detail", job_id=job.id)
-    return _render_job(request, job)
 
 
 # --- create ----------------------------------------------------------------------------------

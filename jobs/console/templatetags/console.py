@@ -33,6 +33,12 @@ def job_allows(job: Any, action: str) -> bool:
     return display.job_display_state(job).allows(action)
 
 
+@register.filter
+def job_actions(job: Any) -> tuple[str, ...]:
+    """The actions the job's display state allows, in the table's order."""
+    return tuple(str(action) for action in display.job_display_state(job).actions)
+
+
 @register.simple_tag
 def display_states_script() -> SafeString:
     """The display-state table for console.js, as `<script id="display-states">` JSON."""
