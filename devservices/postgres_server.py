@@ -65,7 +65,8 @@ def ensure_postgres_system_user() -> pwd.struct_passwd:
         return pwd.getpwnam(POSTGRES_SYSTEM_USER)
 
 
-def postgres_run_as() -> RunAs:
+def postgres_run_as(tool: Path) -> RunAs:
+    """How to run PostgreSQL's `tool` (and its siblings) here; see RunAs."""
     if os.geteuid() != 0:
         return RunAs(owner_uid=os.geteuid(), owner_gid=os.getegid())
     # The user must exist even inside the namespace: initdb looks its own name up.
@@ -79,7 +80,9 @@ def postgres_run_as() -> RunAs:
             f"--map-group={user.pw_gid}",
             "--",
         )
-        probe = subprocess.run([*prefix, "true"], capture_output=True, check=False)  # noqa: S603
+        probe = subprocess.run(  # noqa: S603 - fixed binaries
+            [*prefix, str(tool), "--version"], capture_output=True, check=False
+        )
         if probe.returncode == 0:
             return RunAs(owner_uid=os.geteuid(), owner_gid=os.getegid(), prefix=prefix)
     return RunAs(
@@ -130,8 +133,8 @@ class EmbeddedPostgres(SharedServer):
         self.log = self.directory / "server.log"
 
     @functools.cached_property
-    def _run_as(self) -> RunAs:
-        return postgres_run_as()
+    def run_as(self) -> RunAs:
+        return postgres_run_as(self.bin / "pg_ctl")
 
     def url_for(self, database: str) -> str:
         return f"postgres://postgres@{quote(str(self.socket_dir), safe='')}/{database}"
@@ -145,10 +148,10 @@ class EmbeddedPostgres(SharedServer):
         return f"embedded, data in {self.directory} (Unix socket only)"
 
     def _command(self, tool: str, *args: str) -> list[str]:
-        return [*self._run_as.prefix, str(self.bin / tool), *args]
+        return [*self.run_as.prefix, str(self.bin / tool), *args]
 
     def _tool(self, tool: str, *args: str, what: str, **kwargs: Any) -> None:
-        options = {**self._run_as.subprocess_options, **kwargs}
+        options = {**self.run_as.subprocess_options, **kwargs}
         run_quietly(self._command(tool, *args), what=what, log=self.log, **options)
 
     def running(self) -> bool:
@@ -158,12 +161,12 @@ class EmbeddedPostgres(SharedServer):
             self._command("pg_ctl", "status", "-D", str(self.directory)),
             capture_output=True,
             check=False,
-            **self._run_as.subprocess_options,
+            **self.run_as.subprocess_options,
         )
         return status.returncode == 0
 
     def _check_reachable(self) -> None:
-        run_as = self._run_as
+        run_as = self.run_as
         for path in (self.directory, self.socket_dir, self.bin / "postgres"):
             closed = first_closed_directory(path, run_as.owner_uid, run_as.owner_gid)
             if closed is not None:
@@ -178,9 +181,9 @@ class EmbeddedPostgres(SharedServer):
         directories = {self.directory, self.socket_dir}
         for directory in directories:
             directory.mkdir(parents=True, exist_ok=True)
-        if self._run_as.needs_reachable_paths:
+        if self.run_as.needs_reachable_paths:
             self._check_reachable()
-        owner = (self._run_as.owner_uid, self._run_as.owner_gid)
+        owner = (self.run_as.owner_uid, self.run_as.owner_gid)
         for directory in directories:
             if directory.stat().st_uid != owner[0]:
                 take_ownership(directory, *owner)

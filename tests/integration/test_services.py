@@ -28,9 +28,9 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from devservices.postgres_server import (
+    POSTGRES_SYSTEM_USER,
     EmbeddedPostgres,
     postgres_connection_kwargs,
-    postgres_run_as,
 )
 from devservices.processes import pid_alive, port_open
 from devservices.redis_server import EmbeddedRedis
@@ -147,7 +147,7 @@ def private_dir() -> Iterator[Path]:
 def test_exec_runs_embedded_servers_from_a_clone_in_a_private_directory_then_stops_them(
     private_dir,
 ):
-    if postgres_run_as().needs_reachable_paths:
+    if EmbeddedPostgres(private_dir / "postgres").run_as.needs_reachable_paths:
         pytest.skip("root without user namespaces: PostgreSQL's user must reach the clone")
     checkout = private_checkout(private_dir)
     python = str(checkout / ".venv" / "bin" / "python")
@@ -182,9 +182,17 @@ def test_exec_runs_embedded_servers_from_a_clone_in_a_private_directory_then_sto
     assert not (data_dir / "postgres" / ".s.PGSQL.5432").exists()
     assert not (data_dir / "redis" / "redis.sock").exists()
 
+    if os.geteuid() == 0:
+        # As left by running PostgreSQL as the plain system user (where user namespaces are
+        # not allowed): the next start takes the data directory back, data and all.
+        subprocess.run(
+            ["chown", "-R", f"{POSTGRES_SYSTEM_USER}:", data_dir / "postgres"], check=True
+        )
+
     # A second start reuses the data; a command borrowing the running servers leaves them up.
     postgres.start()
     try:
+        assert (data_dir / "postgres").stat().st_uid == os.geteuid()
         with psycopg.connect(**postgres_connection_kwargs(postgres.url)) as conn:
             assert conn.execute("SELECT note FROM kept").fetchall() == [("still here",)]
         borrower = subprocess.run(
