@@ -5,8 +5,8 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 # Runs a command with DATABASE_URL / REDIS_URL set: from the environment or .env, else
-# embedded servers under .data/ (see devservices/).
-SERVICES := $(PY) -m devservices
+# embedded servers under .data/ (see scheduler_project/devservices/).
+SERVICES := $(PY) -m scheduler_project.devservices
 # For checks (tests, benchmarks, screenshots): the machine's servers on 127.0.0.1 are
 # preferred to embedded ones when they answer.
 CHECK_SERVICES := $(SERVICES) exec --prefer-local
@@ -38,7 +38,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy jobs worker devservices
+	$(BIN)/mypy jobs worker scheduler_project/devservices
 
 format: install
 	$(BIN)/ruff format .

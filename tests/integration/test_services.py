@@ -1,5 +1,6 @@
-"""devservices: what `make run` and `make test` stand on. Embedded PostgreSQL and Redis are
-started for real, in a temporary data directory or in a checkout inside a private one."""
+"""scheduler_project.devservices: what `make run` and `make test` stand on. Embedded PostgreSQL
+and Redis are started for real, in a temporary data directory or in a checkout inside a
+private one."""
 
 from __future__ import annotations
 
@@ -27,24 +28,24 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from devservices.postgres_server import (
+from jobs.models import ApiToken
+from jobs.roles import is_operator
+from scheduler_project.devservices.postgres_server import (
     POSTGRES_SYSTEM_USER,
     EmbeddedPostgres,
     postgres_connection_kwargs,
 )
-from devservices.processes import pid_alive, port_open
-from devservices.redis_server import EmbeddedRedis
-from devservices.selection import LOCAL_DATABASE_URL, LOCAL_REDIS_URL
-from jobs.models import ApiToken
-from jobs.roles import is_operator
+from scheduler_project.devservices.processes import pid_alive, port_open
+from scheduler_project.devservices.redis_server import EmbeddedRedis
+from scheduler_project.devservices.selection import LOCAL_DATABASE_URL, LOCAL_REDIS_URL
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = [sys.executable, "-m", "devservices"]
+SERVICES = [sys.executable, "-m", "scheduler_project.devservices"]
 
 PROBE = """
 import json, os, sys
 import psycopg, redis
-from devservices.postgres_server import postgres_connection_kwargs
+from scheduler_project.devservices.postgres_server import postgres_connection_kwargs
 
 url = os.environ["DATABASE_URL"]
 with psycopg.connect(**postgres_connection_kwargs(url), autocommit=True) as conn:
@@ -155,7 +156,17 @@ def test_exec_runs_embedded_servers_from_a_clone_in_a_private_directory_then_sto
     assert modes_before[private_dir] == 0o700
     env = services_env(checkout / ".data", SCHEDULER_DATA_DIR="")
     result = subprocess.run(
-        [python, "-m", "devservices", "exec", "--prefer-local", "--", python, "-c", PROBE],
+        [
+            python,
+            "-m",
+            "scheduler_project.devservices",
+            "exec",
+            "--prefer-local",
+            "--",
+            python,
+            "-c",
+            PROBE,
+        ],
         env={**env, "SCHEDULER_FORCE_EMBEDDED": "1"},
         cwd=checkout,
         capture_output=True,
@@ -196,7 +207,16 @@ def test_exec_runs_embedded_servers_from_a_clone_in_a_private_directory_then_sto
         with psycopg.connect(**postgres_connection_kwargs(postgres.url)) as conn:
             assert conn.execute("SELECT note FROM kept").fetchall() == [("still here",)]
         borrower = subprocess.run(
-            [python, "-m", "devservices", "exec", "--", python, "-c", "print('borrowed')"],
+            [
+                python,
+                "-m",
+                "scheduler_project.devservices",
+                "exec",
+                "--",
+                python,
+                "-c",
+                "print('borrowed')",
+            ],
             env={**env, "REDIS_URL": "redis://127.0.0.1:1/0"},
             cwd=checkout,
             capture_output=True,
@@ -224,7 +244,17 @@ def test_without_user_namespaces_a_root_run_in_a_private_directory_says_why_it_s
     python = str(checkout / ".venv" / "bin" / "python")
     modes_before = modes_up_to_root(private_dir)
     result = subprocess.run(
-        [python, "-m", "devservices", "exec", "--prefer-local", "--", python, "-c", "pass"],
+        [
+            python,
+            "-m",
+            "scheduler_project.devservices",
+            "exec",
+            "--prefer-local",
+            "--",
+            python,
+            "-c",
+            "pass",
+        ],
         env={
             **services_env(checkout / ".data", SCHEDULER_DATA_DIR="", REDIS_URL="redis://r/0"),
             "SCHEDULER_FORCE_EMBEDDED": "1",

@@ -3,8 +3,8 @@
 scheduler_project -> web apps (API, console, live, admin) -> core (the rest of `jobs`);
 worker -> core; the jobs app's management commands -> web helpers and core. Nothing imports
 upwards, web and worker never import each other, and no modules import each other in a
-circle. The development services (`devservices`, behind `make run` and `make test`) drive
-the application through `manage.py` subprocesses and import none of it.
+circle. The development services (`scheduler_project.devservices`, behind `make run` and
+`make test`) drive the application through `manage.py` subprocesses and import none of it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("scheduler_project", "jobs", "worker", "devservices")
+PACKAGES = ("scheduler_project", "jobs", "worker")
 # Longest prefix wins; a module under `jobs` in none of the web prefixes is core.
 LAYER_OF_PREFIX = {
     "scheduler_project": "project",
@@ -27,7 +27,7 @@ LAYER_OF_PREFIX = {
     "jobs.management": "commands",
     "worker": "worker",
     "jobs": "core",
-    "devservices": "devservices",
+    "scheduler_project.devservices": "devservices",
 }
 # What each layer may import besides itself.
 MAY_IMPORT = {

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from devservices.postgres_server import EmbeddedPostgres
+from scheduler_project.devservices.postgres_server import EmbeddedPostgres
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ROOT / "scheduler_project" / "settings.py"
-DEVSERVICES = ROOT / "devservices"
+DEVSERVICES = ROOT / "scheduler_project" / "devservices"
 ENV_FUNCTIONS = {"env_str", "env_int", "env_float", "env_bool", "env_list"}
 TRUE_WORDS = {"1", "true", "yes", "on"}
 

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from devservices.paths import BASE_DIR
+from scheduler_project.devservices.paths import BASE_DIR
 
 
 def say(message: str) -> None:

@@ -1,11 +1,11 @@
 """The PostgreSQL and Redis that `make run`, `make test` and friends use, found or started.
 
-    python -m devservices run
+    python -m scheduler_project.devservices run
         What `make run` does: migrate, ensure the development admin and its API token, seed
         the demo jobs into an empty database, then run the web server (daphne) and one
         worker until Ctrl-C, which stops all of it.
 
-    python -m devservices exec [--prefer-local] [--migrate] -- COMMAND...
+    python -m scheduler_project.devservices exec [--prefer-local] [--migrate] -- COMMAND...
         Run COMMAND with DATABASE_URL and REDIS_URL set and exit with its exit code.
 
 Where each server comes from (selection.py):

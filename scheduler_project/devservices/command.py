@@ -5,8 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 
-from devservices.processes import exit_status, manage, say
-from devservices.selection import services
+from scheduler_project.devservices.processes import exit_status, manage, say
+from scheduler_project.devservices.selection import services
 
 
 def exec_command(command: list[str], *, prefer_local: bool, migrate: bool) -> int:

@@ -8,11 +8,15 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from devservices.paths import BASE_DIR, data_dir
-from devservices.postgres_server import DATABASE_NAME, EmbeddedPostgres, create_database
-from devservices.processes import port_open, say
-from devservices.redis_server import EmbeddedRedis
-from devservices.shared import SharedServer
+from scheduler_project.devservices.paths import BASE_DIR, data_dir
+from scheduler_project.devservices.postgres_server import (
+    DATABASE_NAME,
+    EmbeddedPostgres,
+    create_database,
+)
+from scheduler_project.devservices.processes import port_open, say
+from scheduler_project.devservices.redis_server import EmbeddedRedis
+from scheduler_project.devservices.shared import SharedServer
 
 LOCAL_HOST = "127.0.0.1"
 LOCAL_DATABASE_URL = f"postgres://postgres@{LOCAL_HOST}:5432/{DATABASE_NAME}"

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
-from devservices.paths import BASE_DIR
-from devservices.processes import port_open, say
+from scheduler_project.devservices.paths import BASE_DIR
+from scheduler_project.devservices.processes import port_open, say
 
 
 def terminate_with_parent() -> None:

@@ -9,11 +9,11 @@ import socket
 import subprocess
 import sys
 
-from devservices.paths import data_dir
-from devservices.postgres_server import postgres_connection_kwargs
-from devservices.processes import manage, say
-from devservices.selection import services
-from devservices.supervisor import Supervisor
+from scheduler_project.devservices.paths import data_dir
+from scheduler_project.devservices.postgres_server import postgres_connection_kwargs
+from scheduler_project.devservices.processes import manage, say
+from scheduler_project.devservices.selection import services
+from scheduler_project.devservices.supervisor import Supervisor
 
 WEB_HOST = "127.0.0.1"
 

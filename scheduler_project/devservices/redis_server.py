@@ -8,9 +8,9 @@ import signal
 import time
 from pathlib import Path
 
-from devservices.paths import socket_dir_for, wheel_dir
-from devservices.processes import pid_alive, run_quietly
-from devservices.shared import SharedServer
+from scheduler_project.devservices.paths import socket_dir_for, wheel_dir
+from scheduler_project.devservices.processes import pid_alive, run_quietly
+from scheduler_project.devservices.shared import SharedServer
 
 
 class EmbeddedRedis(SharedServer):

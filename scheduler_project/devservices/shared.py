@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from devservices.processes import pid_alive, say
+from scheduler_project.devservices.processes import pid_alive, say
 
 
 @contextlib.contextmanager
