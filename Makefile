@@ -12,7 +12,7 @@ SERVICES := $(PY) -m scheduler_project.devservices
 CHECK_SERVICES := $(SERVICES) exec --prefer-local
 PYTEST_ARGS ?=
 
-.PHONY: help install run test lint format validate seed reset benchmark screenshots browser clean
+.PHONY: help install run test lint format validate seed reset benchmark faults screenshots browser clean
 
 help:
 	@echo "make run         set up everything and start the web server and one worker"
@@ -22,6 +22,7 @@ help:
 	@echo "make validate    lint + format check + test"
 	@echo "make seed        add the 120 demo jobs     make reset   drop and recreate the schema"
 	@echo "make benchmark   scheduler micro-benchmark and the end-to-end benchmark"
+	@echo "make faults      the fault suite: kill -9, PostgreSQL and Redis outages (~7 min)"
 	@echo "make screenshots regenerate static/screenshots/*.png"
 	@echo "make clean       remove .venv and .data (all local data)"
 
@@ -64,6 +65,10 @@ reset: install
 benchmark: install
 	$(CHECK_SERVICES) --migrate -- $(PY) manage.py benchmark
 	$(CHECK_SERVICES) --migrate -- $(PY) manage.py benchmark --e2e
+
+# Its own embedded PostgreSQL and Redis under .data/faults/, which it stops and restarts.
+faults: install
+	$(PY) -m tests.faults
 
 screenshots: install browser
 	$(CHECK_SERVICES) -- $(PY) -m tests.console.screenshots

@@ -1,0 +1,7 @@
+"""`python -m tests.faults` (`make faults`): see `tests.faults.suite`."""
+
+import sys
+
+from .suite import main
+
+sys.exit(main())
