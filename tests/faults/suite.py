@@ -23,14 +23,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from devservices.paths import BASE_DIR
-from devservices.postgres_server import (
+from scheduler_project.devservices.paths import BASE_DIR
+from scheduler_project.devservices.postgres_server import (
     EmbeddedPostgres,
     create_database,
     postgres_connection_kwargs,
 )
-from devservices.redis_server import EmbeddedRedis
-from devservices.supervisor import terminate_with_parent
+from scheduler_project.devservices.redis_server import EmbeddedRedis
+from scheduler_project.devservices.supervisor import terminate_with_parent
 
 from .checks import Window, check, render
 from .load import Load

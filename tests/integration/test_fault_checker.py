@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from jobs import state
 from jobs.models import Worker
+from tests.faults import suite
 from tests.faults.checks import FENCED, KILLED, Window, check
 from tests.faults.load import Answer
 
@@ -86,3 +87,12 @@ def test_503_is_right_only_while_the_database_is_down_and_500_never(tmp_path):
     assert database_row.unavailable == 1
     assert dict(database_row.wrong) == {"503 without Retry-After": 1, "500": 1, "no answer": 1}
     assert not redis_row.holds and not database_row.holds
+
+
+def test_the_suite_stops_and_starts_only_servers_of_its_own():
+    faults = suite.Suite()
+    assert faults.postgres.directory == suite.DATA / "postgres"
+    assert faults.redis.directory == suite.DATA / "redis"
+    # Unix sockets inside its own directory: never the machine's 127.0.0.1:5432 or :6379.
+    assert "127.0.0.1" not in faults.postgres.url_for(suite.DATABASE)
+    assert "127.0.0.1" not in faults.redis.url
