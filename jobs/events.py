@@ -19,6 +19,7 @@ import redis
 from django.conf import settings
 
 from .notifier import Batch
+from .reconnect import Backoff
 from .representation import EncodedJob
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ class RedisEventBus:
         )
         self._publish_all = self._client.register_script(_PUBLISH_ALL)
         self._quiet_until = 0.0
+        # A fixed quiet period: events resume within it once Redis is back.
+        self._backoff = Backoff(self.RETRY_AFTER_SECONDS, self.RETRY_AFTER_SECONDS)
         self._lock = threading.Lock()
 
     def publish(self, event_type: str, data: dict[str, Any]) -> None:
@@ -76,8 +79,9 @@ class RedisEventBus:
         try:
             with self._lock:
                 self._publish_all(keys=[self.channel], args=messages)
+            self._backoff.succeeded()
         except redis.RedisError as exc:
-            self._quiet_until = time.monotonic() + self.RETRY_AFTER_SECONDS
+            self._quiet_until = time.monotonic() + self._backoff.failed()
             logger.warning("event publish failed, %d events dropped: %s", len(messages), exc)
 
 

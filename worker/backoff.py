@@ -19,9 +19,3 @@ def retry_delay(attempt_number: int, rng: random.Random, *, base_seconds: float 
         raise ValueError(f"attempt numbers start at 1, got {attempt_number}")
     factor = rng.uniform(1 - JITTER, 1 + JITTER)
     return timedelta(seconds=base_seconds ** (attempt_number - 1) * factor)
-
-
-def delay_bounds(attempt_number: int, *, base_seconds: float = 5.0) -> tuple[float, float]:
-    """The smallest and largest wait in seconds after attempt `attempt_number`."""
-    nominal = base_seconds ** (attempt_number - 1)
-    return nominal * (1 - JITTER), nominal * (1 + JITTER)

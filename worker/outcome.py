@@ -33,15 +33,12 @@ class Failure:
     error_message: str
     stack_trace: str | None
     retry_delay: timedelta
-    # True when no attempt is left: the job will enter the dead-letter queue.
-    final: bool
 
 
 def describe(
     error: BaseException,
     *,
     attempt_number: int,
-    max_retries: int,
     rng: random.Random,
     base_seconds: float = 5.0,
 ) -> Failure:
@@ -55,5 +52,4 @@ def describe(
         error_message=message[:ERROR_MESSAGE_LIMIT],
         stack_trace=trace,
         retry_delay=retry_delay(attempt_number, rng, base_seconds=base_seconds),
-        final=attempt_number >= max_retries,
     )

@@ -20,6 +20,8 @@ import psycopg
 from django.db import connection
 from psycopg import sql
 
+from jobs.reconnect import Backoff
+
 logger = logging.getLogger(__name__)
 
 
@@ -43,7 +45,6 @@ class Listener:
     (`listening_since`: `time.monotonic()` once the LISTEN is in effect)."""
 
     POLL_SECONDS = 0.5
-    MAX_BACKOFF_SECONDS = 10.0
 
     def __init__(self, channel: str, inbox: SimpleQueue[Any]) -> None:
         self.channel = channel
@@ -60,19 +61,19 @@ class Listener:
         self._thread.join(timeout=2 * self.POLL_SECONDS)
 
     def _run(self) -> None:
-        backoff = 0.5
+        backoff = Backoff(0.5, 10.0)
         while not self._stop.is_set():
             try:
                 with psycopg.connect(**self._params, autocommit=True) as conn:
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                     self._inbox.put(("feed", time.monotonic()))
-                    backoff = 0.5
+                    backoff.succeeded()
                     while not self._stop.is_set():
                         for notify in conn.notifies(timeout=self.POLL_SECONDS):
                             self._inbox.put(("notify", notify.payload))
             except psycopg.Error as exc:
+                wait = backoff.failed()
                 logger.warning(
-                    "wake-up listener lost its connection, retrying in %.1f s: %s", backoff, exc
+                    "wake-up listener lost its connection, retrying in %.1f s: %s", wait, exc
                 )
-                self._stop.wait(backoff)
-                backoff = min(self.MAX_BACKOFF_SECONDS, backoff * 2)
+                self._stop.wait(wait)

@@ -40,6 +40,7 @@ from django.utils import timezone
 from jobs import state
 from jobs.models import Worker as WorkerRow
 from jobs.models import WorkerStatus
+from jobs.reconnect import Backoff
 from jobs.stats import stats_publisher
 
 from .maintenance import ClaimWatch, Feeder, Heartbeat, Rescuer, Unit, runnable_jobs
@@ -202,7 +203,7 @@ class Worker:
 
     def _loop(self) -> bool:
         """Run until done; True when stopped by force (second signal or grace over)."""
-        failures = 0
+        backoff = Backoff(0.5, _max_db_backoff())
         wait = 0.0
         stopping_marked = False
         while True:
@@ -214,10 +215,9 @@ class Worker:
                 self._begin_stop()
             try:
                 wait = self._turn()
-                failures = 0
+                backoff.succeeded()
             except _DB_ERRORS as exc:
-                failures += 1
-                wait = min(_max_db_backoff(), 0.25 * 2**failures)
+                wait = backoff.failed()
                 logger.error(
                     "database unavailable (%s); retrying in %.1f s", exc.__class__.__name__, wait
                 )
@@ -426,7 +426,6 @@ class Worker:
         failure = describe(
             error,
             attempt_number=job.attempt_number,
-            max_retries=job.max_retries,
             rng=self.rng,
             base_seconds=settings.SCHEDULER_BACKOFF_BASE_SECONDS,
         )
@@ -474,18 +473,18 @@ class Worker:
         """Run `action`, retrying with backoff while the database is unreachable.
 
         False when a second signal asked to stop before it succeeded."""
-        delay = 0.25
+        backoff = Backoff(0.25, _max_db_backoff())
         while True:
             try:
                 action()
                 return True
             except _DB_ERRORS as exc:
+                delay = backoff.failed()
                 logger.error("database unavailable (%s); retrying in %.1f s", exc, delay)
                 self._lost_database()
             if self.signals >= 2:
                 return False
             time.sleep(delay)
-            delay = min(_max_db_backoff(), delay * 2)
 
     def _lost_database(self) -> None:
         self._in_sight_since = None

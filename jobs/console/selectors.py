@@ -9,7 +9,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet, TextField
+from django.db.models import Count, QuerySet, TextField
 from django.db.models.functions import Cast, TruncHour
 from django.utils import timezone
 
@@ -235,10 +235,6 @@ def bulk_retry_targets(ids: list[uuid.UUID] | None) -> QuerySet[Job]:
     """The DLQ jobs a bulk retry would take: the selected ones, or the whole DLQ."""
     jobs = dlq_jobs()
     return jobs if ids is None else jobs.filter(id__in=ids)
-
-
-def job_matches(job_id: uuid.UUID, queryset: QuerySet[Job]) -> Job | None:
-    return queryset.filter(Q(id=job_id)).first()
 
 
 # --- the running configuration ----------------------------------------------------------------

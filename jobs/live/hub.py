@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -30,6 +29,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from jobs.events import STATS_UPDATED
+from jobs.reconnect import Backoff
 from jobs.stats import current_stats
 
 logger = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ class EventHub:
         self._task: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._settled = asyncio.Event()
+        self._backoff = Backoff(self.RETRY_MIN_SECONDS, self.RETRY_MAX_SECONDS, jitter=0.2)
 
     # --- clients --------------------------------------------------------------------------
 
@@ -128,7 +129,6 @@ class EventHub:
     async def _run(self, previous: asyncio.Task[None] | None) -> None:
         if previous is not None:
             await asyncio.wait([previous])
-        delay = self.RETRY_MIN_SECONDS
         while True:
             try:
                 await self._listen()
@@ -141,11 +141,8 @@ class EventHub:
                     logger.warning("SSE hub lost Redis, retrying: %s", exc)
                     self.redis_up = False
                     self.broadcast(frame(STREAM_STATUS, {"redis": "down"}))
-                    delay = self.RETRY_MIN_SECONDS
-                else:
-                    delay = min(delay * 2, self.RETRY_MAX_SECONDS)
                 self._settled.set()
-            await asyncio.sleep(delay * random.uniform(0.8, 1.2))  # noqa: S311 - jitter
+            await asyncio.sleep(self._backoff.failed())
 
     async def _listen(self) -> None:
         client = aioredis.Redis.from_url(
@@ -156,6 +153,7 @@ class EventHub:
             await pubsub.subscribe(self.channel)
             recovered = self.redis_up is False
             self.redis_up = True
+            self._backoff.succeeded()
             self._settled.set()
             if recovered:
                 logger.info("SSE hub resubscribed to Redis")

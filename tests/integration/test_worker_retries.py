@@ -8,7 +8,7 @@ import pytest
 
 from jobs import state
 from jobs.models import Job, JobAttempt
-from worker.backoff import delay_bounds
+from tests.unit.test_backoff import delay_bounds
 
 from .conftest import wait_for
 

@@ -7,8 +7,14 @@ from datetime import timedelta
 
 import pytest
 
-from worker.backoff import delay_bounds, retry_delay
+from worker.backoff import JITTER, retry_delay
 from worker.outcome import HandlerTimeout, describe
+
+
+def delay_bounds(attempt: int) -> tuple[float, float]:
+    """The band of waits after failed attempt `attempt`, from the rule in the docstring."""
+    nominal = 5.0 ** (attempt - 1)
+    return nominal * (1 - JITTER), nominal * (1 + JITTER)
 
 
 class FixedRandom(random.Random):
@@ -70,24 +76,16 @@ def raise_and_catch(error: Exception) -> Exception:
         return caught
 
 
-@pytest.mark.parametrize(
-    ("attempt", "max_retries", "final"), [(1, 3, False), (2, 3, False), (3, 3, True), (1, 1, True)]
-)
-def test_failure_is_final_when_no_attempt_is_left(attempt, max_retries, final):
+@pytest.mark.parametrize("attempt", [1, 2, 3])
+def test_a_failure_waits_the_backoff_of_its_attempt(attempt):
     failure = describe(
-        raise_and_catch(ValueError("boom")),
-        attempt_number=attempt,
-        max_retries=max_retries,
-        rng=FixedRandom(0.5),
+        raise_and_catch(ValueError("boom")), attempt_number=attempt, rng=FixedRandom(0.5)
     )
-    assert failure.final is final
     assert failure.retry_delay == timedelta(seconds=5 ** (attempt - 1))
 
 
 def test_failure_records_type_message_and_trace():
-    failure = describe(
-        raise_and_catch(KeyError("missing")), attempt_number=1, max_retries=3, rng=FixedRandom(0)
-    )
+    failure = describe(raise_and_catch(KeyError("missing")), attempt_number=1, rng=FixedRandom(0))
     assert failure.error_type == "KeyError"
     assert failure.error_message == "'missing'"
     assert failure.stack_trace is not None
@@ -95,7 +93,7 @@ def test_failure_records_type_message_and_trace():
 
 
 def test_a_timeout_without_traceback_and_an_empty_message_are_still_described():
-    failure = describe(HandlerTimeout(""), attempt_number=1, max_retries=3, rng=FixedRandom(0))
+    failure = describe(HandlerTimeout(""), attempt_number=1, rng=FixedRandom(0))
     assert (failure.error_type, failure.error_message, failure.stack_trace) == (
         "HandlerTimeout",
         "HandlerTimeout",
@@ -107,7 +105,6 @@ def test_huge_messages_are_cut():
     failure = describe(
         raise_and_catch(RuntimeError("x" * 10_000)),
         attempt_number=1,
-        max_retries=3,
         rng=FixedRandom(0),
     )
     assert len(failure.error_message) == 4000

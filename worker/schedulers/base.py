@@ -92,8 +92,9 @@ class JobScheduler(abc.ABC):
     - `insert` of a job id already held REPLACES the held entry (a job that comes back with a
       new ready time, e.g. after a retry, must be ordered by the new one); re-inserting an
       identical entry changes nothing.
-    - `pop` on an empty scheduler raises IndexError, like `list.pop`; `peek` returns None.
-    - `remove` returns whether the job was held; a removed job is never popped.
+    - `pop` on an empty scheduler raises IndexError, like `list.pop`.
+    - A job that leaves the queue elsewhere (claimed by another worker, cancelled) is not
+      removed: the claim of a popped job that is no longer runnable just finds nothing.
     """
 
     name: str
@@ -104,12 +105,6 @@ class JobScheduler(abc.ABC):
 
     @abc.abstractmethod
     def pop(self) -> ScheduledJob: ...
-
-    @abc.abstractmethod
-    def peek(self) -> ScheduledJob | None: ...
-
-    @abc.abstractmethod
-    def remove(self, job_id: uuid.UUID) -> bool: ...
 
     @abc.abstractmethod
     def __len__(self) -> int: ...

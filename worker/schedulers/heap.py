@@ -17,14 +17,15 @@ class MinHeapScheduler(JobScheduler):
     The heap holds only the keys the entries already carry: insert allocates nothing, pop only
     the id it masks out of the key to find the entry.
 
-    Lazy deletion: `remove` and a replacing `insert` only forget the entry in the dict. Its key
-    stays in the heap as a stale slot, recognised when it surfaces because the live entry for
-    that id no longer owns that very key object (an identity check, so a re-inserted equal entry is
-    never confused with its removed twin). As in asyncio's timer heap, stale slots are dropped
-    when they reach the head and the heap is rebuilt once they are more than half of it.
+    Lazy deletion: a replacing `insert` (a job back with a new ready time) only replaces the
+    entry in the dict. The old key stays in the heap as a stale slot, recognised when it
+    surfaces because the live entry for that id no longer owns that very key object (an
+    identity check, so a re-inserted equal entry is never confused with its replaced twin).
+    As in asyncio's timer heap, stale slots are dropped when they reach the head and the heap
+    is rebuilt once they are more than half of it.
 
-    Deferred sifting: `insert` appends the key to an arrivals list and the next `pop` or `peek`
-    merges them, with one O(n) `heapify` when they are many (a feeder loading a batch) and a
+    Deferred sifting: `insert` appends the key to an arrivals list and the next `pop` merges
+    them, with one O(n) `heapify` when they are many (a feeder loading a batch) and a
     `heappush` each when they are few. The order seen from outside is the same; a batch of n
     costs O(n) instead of O(n log n) worst case.
     """
@@ -60,25 +61,6 @@ class MinHeapScheduler(JobScheduler):
                     return entry
                 live[key & ID_MASK] = entry
         raise IndexError("pop from an empty scheduler")
-
-    def peek(self) -> ScheduledJob | None:
-        if self._arrivals:
-            self._merge()
-        heap = self._heap
-        live = self._live
-        while heap:
-            key = heap[0]
-            entry = live.get(key & ID_MASK)
-            if entry is not None and entry.key is key:
-                return entry
-            heappop(heap)
-        return None
-
-    def remove(self, job_id: uuid.UUID) -> bool:
-        if self._live.pop(job_id.int, None) is None:
-            return False
-        self._compact()
-        return True
 
     def _merge(self) -> None:
         # Arrivals can be stale too (the same entry object inserted twice, then popped once).

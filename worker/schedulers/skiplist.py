@@ -81,16 +81,6 @@ class SkipListScheduler(JobScheduler):
         del self._index[node.entry.int_id]
         return node.entry
 
-    def peek(self) -> ScheduledJob | None:
-        return self._head.forward[0].entry
-
-    def remove(self, job_id: uuid.UUID) -> bool:
-        node = self._index.get(job_id.int)
-        if node is None:
-            return False
-        self._unlink(node)
-        return True
-
     def _unlink(self, node: _Node) -> None:
         update = self._predecessors(node.key)
         for i, after in enumerate(node.forward):
