@@ -131,3 +131,9 @@ def test_the_state_machine_names_no_subscriber() -> None:
     assert {
         module for module in reachable if any(module.startswith(s) for s in SUBSCRIBERS)
     } == set()
+
+
+def test_only_the_core_runs_named_sql() -> None:
+    # Everything else calls the core's named functions (jobs.state, jobs.stats).
+    callers = {module for module, targets in GRAPH.items() if "jobs.sql" in targets}
+    assert callers and {module for module in callers if _layer(module) != "core"} == set()
