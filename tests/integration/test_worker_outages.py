@@ -93,7 +93,7 @@ def test_an_outage_for_everyone_longer_than_the_timeout_runs_each_job_once(
     # back must not take the silence of the outage for the other's death.
     proxies[0].restore()
     wait_for(lambda: workers[0].row().heartbeat_at > restored_at, what="the first to beat again")
-    time.sleep(float(FAST_WORKER_ENV["SCHEDULER_WORKER_TIMEOUT"]) / 2)
+    time.sleep(float(FAST_WORKER_ENV["SCHEDULER_WORKER_TIMEOUT"]) / 4)
     proxies[1].restore()
 
     wait_for(lambda: all_completed(jobs), timeout=20, what="every job to complete")
