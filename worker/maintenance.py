@@ -9,6 +9,8 @@ returns what it did as counts, so tests call it directly and the worker loop onl
   (`jobs.state.rescue_lost`).
 - ClaimWatch: notices running attempts whose claim is gone (cancelled, rescued) so their
   handler is told to stop and their outcome is not waited for.
+- CountFold: collapses the rows the job counters appended (`jobs.stats.fold_counts`), so a
+  read of `/jobs/stats` sums a few rows.
 
 Recurring series need no unit: the next slot is created by the completion statement itself.
 """
@@ -24,7 +26,7 @@ from typing import Any
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from jobs import state
+from jobs import state, stats
 from jobs.models import Worker, WorkerStatus
 
 from .schedulers import ScheduledJob
@@ -161,3 +163,13 @@ class ClaimWatch(Unit):
         for job_id in lost:
             self.on_lost(job_id)
         return {"checked": len(held), "lost": len(lost)}
+
+
+class CountFold(Unit):
+    name = "counts"
+
+    def __init__(self, *, interval: float) -> None:
+        self.interval = interval
+
+    def run_once(self) -> dict[str, int]:
+        return {"folded": stats.fold_counts()}

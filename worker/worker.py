@@ -7,7 +7,8 @@ timer, a maintenance unit falling due, or a signal.
 
 Each turn of the loop:
 1. takes what arrived in the inbox (outcomes, notifications, feed requests);
-2. runs the maintenance units that are due (heartbeat, rescuer, feeder, claim watch);
+2. runs the maintenance units that are due (heartbeat, rescuer, feeder, claim watch,
+   counter fold);
 3. moves jobs whose time has come from the timer heap into the scheduler;
 4. fails the attempts over their timeout, and reports outcomes in batches (one
    `complete` for all successes, one `fail` per failure, after writing their logs);
@@ -43,7 +44,15 @@ from jobs.models import WorkerStatus
 from jobs.reconnect import Backoff
 from jobs.stats import stats_publisher
 
-from .maintenance import ClaimWatch, Feeder, Heartbeat, Rescuer, Unit, runnable_jobs
+from .maintenance import (
+    ClaimWatch,
+    CountFold,
+    Feeder,
+    Heartbeat,
+    Rescuer,
+    Unit,
+    runnable_jobs,
+)
 from .outcome import describe
 from .processor import Outcome, Processor
 from .schedulers import ScheduledJob, make_scheduler
@@ -55,6 +64,8 @@ logger = logging.getLogger(__name__)
 _LOG_FLUSH_SECONDS = 1.0
 # The soonest the feeder runs again when the scheduler ran dry early.
 _REFEED_SECONDS = 1.0
+# How often the job counters' appended rows are folded (a read sums what is left).
+_FOLD_SECONDS = 1.0
 # Job-object times are cut to the millisecond: a time read from one is waited for this much
 # longer, since a claim a hair too early finds the job not due yet.
 _TRUNCATION = timedelta(milliseconds=1)
@@ -187,6 +198,7 @@ class Worker:
             _Timed(rescuer),
             _Timed(self.feeder),
             _Timed(claims),
+            _Timed(CountFold(interval=_FOLD_SECONDS)),
         ]
 
     def _install_signal_handlers(self) -> dict[int, Any]:

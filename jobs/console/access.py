@@ -20,8 +20,9 @@ from django.shortcuts import render
 from django.utils import timezone
 from django_htmx.middleware import HtmxDetails
 
-from jobs.models import Job, UserPreference
+from jobs.models import UserPreference
 from jobs.roles import is_operator
+from jobs.stats import current_stats
 
 
 class ConsoleRequest(HttpRequest):
@@ -84,6 +85,6 @@ def page(
         "preferences": request.preferences,
         "can_act": request.can_act,
         "time_zone": timezone.get_current_timezone_name(),
-        "dlq_count": Job.objects.filter(in_dlq=True).count() if not request.htmx else None,
+        "dlq_count": current_stats()["dlq"] if not request.htmx else None,
     }
     return render(request, template, {**base, **context}, status=status)

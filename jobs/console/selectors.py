@@ -76,7 +76,7 @@ class DlqInsight:
 def dlq_insight(newest: int = 5, top: int = 5) -> DlqInsight:
     dlq = Job.objects.filter(in_dlq=True)
     return DlqInsight(
-        count=dlq.count(),
+        count=current_stats()["dlq"],
         newest=list(dlq.order_by("-updated_at")[:newest]),
         top_types=failures_by_type(top),
     )

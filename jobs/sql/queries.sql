@@ -306,12 +306,23 @@ WHERE j.id IS NULL;
 SELECT scheduler_job_object(j)::text AS job FROM jobs j WHERE j.id = %(job_id)s;
 
 -- name: job_stats
--- The counters of GET /jobs/stats: `failed` is only jobs waiting for a retry.
-SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
-       count(*) FILTER (WHERE status = 'processing') AS processing,
-       count(*) FILTER (WHERE status = 'completed') AS completed,
-       count(*) FILTER (WHERE status = 'failed' AND NOT in_dlq) AS failed,
-       count(*) FILTER (WHERE in_dlq) AS dlq,
-       count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
-       count(*) AS total
-FROM jobs;
+-- The counters of GET /jobs/stats, from `job_counts` (schema.sql), never from `jobs`: the
+-- sum per counter, and how many rows were summed (`fold_job_counts` keeps that small).
+SELECT key, sum(n) AS n, count(*) AS summed
+FROM job_counts
+GROUP BY key;
+
+-- name: fold_job_counts
+-- Collapse the appended counter rows into one per counter, in one transaction: a reader
+-- sees the rows before or the row after, the same sums either way. Two folds at once are
+-- safe too: a row is deleted, hence summed, by one of them only. Nothing is done when
+-- every counter is already one row.
+WITH folded AS (
+    DELETE FROM job_counts
+    WHERE EXISTS (SELECT 1 FROM job_counts GROUP BY key HAVING count(*) > 1)
+    RETURNING key, n
+), summed AS (
+    INSERT INTO job_counts (key, n)
+    SELECT key, sum(n) FROM folded GROUP BY key HAVING sum(n) <> 0
+)
+SELECT count(*) AS folded FROM folded;

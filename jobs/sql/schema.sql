@@ -61,3 +61,80 @@ $$ WITH closed AS (
        RETURNING 1
    )
    SELECT count(*)::integer FROM closed $$;
+
+-- Exact job counters (`/jobs/stats`, `stats.updated`, the console's cards and DLQ badge),
+-- kept by the database itself in the transaction of every change to `jobs`, whoever makes
+-- it: transitions, purges, the pruner, a bulk load, a TRUNCATE.
+--
+-- `job_counts` is insert-only for writers: each statement that moves jobs between counters
+-- appends one row per counter it moved (`n` may be negative). Appends never wait on each
+-- other, so no row is hot and no worker's transaction queues behind another's, as one
+-- shared row per counter would make them (its lock is held until commit). The counters
+-- are the sums of `n` (`job_stats`); `fold_job_counts` periodically collapses the rows into
+-- one per counter, so a read sums a few hundred rows whatever the size of `jobs`.
+CREATE TABLE IF NOT EXISTS job_counts (
+    key text NOT NULL,
+    n bigint NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000);
+
+-- The counter a job is counted under: its status, except that the dead-letter queue is
+-- its own counter (`failed` then counts only jobs waiting for a retry).
+CREATE OR REPLACE FUNCTION scheduler_count_key(status text, in_dlq boolean) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT CASE WHEN in_dlq THEN 'dlq' ELSE status END $$;
+
+-- A statement-level trigger: one aggregate over the statement's transition tables, so a
+-- claim of 250 jobs appends two rows, not 500. A trigger sees only the transition tables
+-- it declared, hence one branch per operation.
+CREATE OR REPLACE FUNCTION scheduler_count_jobs() RETURNS trigger
+LANGUAGE plpgsql AS
+$$ BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO job_counts (key, n)
+        SELECT scheduler_count_key(status, in_dlq), count(*) FROM new_rows GROUP BY 1;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO job_counts (key, n)
+        SELECT scheduler_count_key(status, in_dlq), -count(*) FROM old_rows GROUP BY 1;
+    ELSE
+        INSERT INTO job_counts (key, n)
+        SELECT key, sum(n)
+        FROM (SELECT scheduler_count_key(status, in_dlq) AS key, 1 AS n FROM new_rows
+              UNION ALL
+              SELECT scheduler_count_key(status, in_dlq), -1 FROM old_rows) AS moved
+        GROUP BY key
+        HAVING sum(n) <> 0;
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- TRUNCATE (a test database's flush) takes an exclusive lock on `jobs`, so nothing else is
+-- counting meanwhile: every counter is zero afterwards.
+CREATE OR REPLACE FUNCTION scheduler_count_truncate() RETURNS trigger
+LANGUAGE plpgsql AS
+$$ BEGIN
+    DELETE FROM job_counts;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER jobs_count_inserts AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_count_jobs();
+CREATE OR REPLACE TRIGGER jobs_count_updates AFTER UPDATE ON jobs
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_count_jobs();
+CREATE OR REPLACE TRIGGER jobs_count_deletes AFTER DELETE ON jobs
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_count_jobs();
+CREATE OR REPLACE TRIGGER jobs_count_truncates AFTER TRUNCATE ON jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_count_truncate();
+
+-- Count `jobs` from scratch: when the counters are created (migration 0006), or to repair
+-- them by hand. The lock lets no change to `jobs` commit between the count and its use.
+CREATE OR REPLACE FUNCTION scheduler_recount_jobs() RETURNS void
+LANGUAGE plpgsql AS
+$$ BEGIN
+    LOCK TABLE jobs IN SHARE MODE;
+    DELETE FROM job_counts;
+    INSERT INTO job_counts (key, n)
+    SELECT scheduler_count_key(status, in_dlq), count(*) FROM jobs GROUP BY 1;
+END $$;

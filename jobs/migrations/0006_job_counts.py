@@ -1,0 +1,29 @@
+"""Exact job counters kept by the database: `job_counts` and the triggers on `jobs` that
+append to it (`jobs/sql/schema.sql`), then one count of the jobs already there."""
+
+from django.db import migrations
+
+from jobs.sql import apply_schema
+
+RECOUNT = "SELECT scheduler_recount_jobs();"
+
+DROP = """
+DROP TRIGGER IF EXISTS jobs_count_inserts ON jobs;
+DROP TRIGGER IF EXISTS jobs_count_updates ON jobs;
+DROP TRIGGER IF EXISTS jobs_count_deletes ON jobs;
+DROP TRIGGER IF EXISTS jobs_count_truncates ON jobs;
+DROP FUNCTION IF EXISTS scheduler_recount_jobs();
+DROP FUNCTION IF EXISTS scheduler_count_truncate();
+DROP FUNCTION IF EXISTS scheduler_count_jobs();
+DROP FUNCTION IF EXISTS scheduler_count_key(text, boolean);
+DROP TABLE IF EXISTS job_counts;
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [("jobs", "0005_schema_sql")]
+
+    operations = [
+        migrations.RunPython(apply_schema, migrations.RunPython.noop),
+        migrations.RunSQL(RECOUNT, DROP),
+    ]
