@@ -12,7 +12,16 @@ SERVICES := $(PY) -m scheduler_project.devservices
 CHECK_SERVICES := $(SERVICES) exec --prefer-local
 PYTEST_ARGS ?=
 
-.PHONY: help install run test lint format validate seed reset benchmark faults screenshots browser clean
+# `make benchmark ROWS=1000000` adds the table over that much history; BENCH_ARGS passes
+# sizes, e.g. BENCH_ARGS="--drain 20000 --probes 500" (python -m benchmarks --help).
+ROWS ?= 0
+BENCH_ARGS ?=
+# The peers live in a virtualenv of their own, never in the project's dependencies.
+PEERS_VENV := .bench/peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+PEERS_PACKAGES := procrastinate huey "celery[redis]" redis "psycopg[binary]" py-spy
+
+.PHONY: help install run test lint format validate seed reset benchmark benchmark-peers benchmark-profile faults screenshots browser clean
 
 help:
 	@echo "make run         set up everything and start the web server and one worker"
@@ -21,7 +30,9 @@ help:
 	@echo "make format      reformat and apply ruff's safe fixes"
 	@echo "make validate    lint + format check + test"
 	@echo "make seed        add the 120 demo jobs     make reset   drop and recreate the schema"
-	@echo "make benchmark   scheduler micro-benchmark and the end-to-end benchmark"
+	@echo "make benchmark   scheduler micro-benchmark, then the project beside a bare-SQL floor"
+	@echo "make benchmark-peers   the same with Procrastinate, Huey and Celery (in .bench/)"
+	@echo "make benchmark-profile where a job's time goes (cProfile and py-spy)"
 	@echo "make faults      the fault suite: kill -9, PostgreSQL and Redis outages (~7 min)"
 	@echo "make screenshots regenerate static/screenshots/*.png"
 	@echo "make clean       remove .venv and .data (all local data)"
@@ -39,7 +50,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy jobs worker scheduler_project/devservices
+	$(BIN)/mypy jobs worker scheduler_project/devservices benchmarks
 
 format: install
 	$(BIN)/ruff format .
@@ -63,8 +74,20 @@ reset: install
 	$(SERVICES) exec -- $(PY) manage.py reset_db
 
 benchmark: install
-	$(CHECK_SERVICES) --migrate -- $(PY) manage.py benchmark
-	$(CHECK_SERVICES) --migrate -- $(PY) manage.py benchmark --e2e
+	$(CHECK_SERVICES) -- $(PY) manage.py benchmark
+	$(CHECK_SERVICES) -- $(PY) -m benchmarks --rows $(ROWS) $(BENCH_ARGS)
+
+$(PEERS_STAMP):
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet --disable-pip-version-check $(PEERS_PACKAGES)
+	touch $(PEERS_STAMP)
+
+benchmark-profile: install $(PEERS_STAMP)
+	$(CHECK_SERVICES) -- $(PY) -m benchmarks --profile $(BENCH_ARGS)
+
+benchmark-peers: install $(PEERS_STAMP)
+	$(CHECK_SERVICES) -- $(PY) manage.py benchmark
+	$(CHECK_SERVICES) -- $(PY) -m benchmarks --rows $(ROWS) --peers procrastinate,huey,celery $(BENCH_ARGS)
 
 # Its own embedded PostgreSQL and Redis under .data/faults/, which it stops and restarts.
 faults: install
@@ -74,4 +97,4 @@ screenshots: install browser
 	$(CHECK_SERVICES) -- $(PY) -m tests.console.screenshots
 
 clean:
-	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .data .bench .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,5 @@
-"""`manage.py benchmark`: the schedulers side by side, or (`--e2e`) a real worker end to end."""
+"""`manage.py benchmark`: the schedulers side by side (`make benchmark` then runs the
+end-to-end table of `python -m benchmarks`)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def _positive(value: str) -> int:
 class Command(BaseCommand):
     help = (
         "MinHeap vs SkipList (and bare heapq) insert and full drain, median of N runs, written "
-        "to benchmarks/scheduler.md. With --e2e: no-op jobs drained by a real worker process."
+        "to benchmarks/scheduler.md."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -56,23 +57,8 @@ class Command(BaseCommand):
             default=settings.BASE_DIR / "benchmarks" / "scheduler.md",
             help="where the Markdown table is written (default benchmarks/scheduler.md)",
         )
-        parser.add_argument(
-            "--e2e", action="store_true", help="benchmark a real worker against the database"
-        )
-        parser.add_argument(
-            "--jobs", type=_positive, default=20_000, help="--e2e: no-op jobs to drain"
-        )
-        parser.add_argument(
-            "--trickle", type=_positive, default=200, help="--e2e: jobs for the latency probe"
-        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["e2e"]:
-            # Imported here: the end-to-end harness needs the worker, not the micro-benchmark.
-            from worker.bench.e2e import run as run_e2e
-
-            run_e2e(self.stdout, jobs=options["jobs"], trickle=options["trickle"])
-            return
         report = render(run(options["sizes"], options["runs"]), options["runs"])
         self.stdout.write(report)
         output: Path = options["output"]

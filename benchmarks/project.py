@@ -1,0 +1,255 @@
+"""The project measured as it ships, on the database in DATABASE_URL; prints JSON.
+
+    python -m benchmarks.project SIZES_JSON [--http] [--pages] [--tuned]
+
+The jobs are the benchmark app's `bench_noop` / `bench_probe`, registered like a user's
+(SCHEDULER_EXTRA_APPS=benchmarks); enqueue is `jobs.state.enqueue()` / `enqueue_many()`;
+the worker is `manage.py runworker` with no flags ("defaults") or with TUNED_FLAGS; HTTP
+goes to daphne started as `make run` starts it; pages are timed in-process with Django's
+test client (server time: middleware, views, queries and templates, no network).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+
+from benchmarks.workload import (  # noqa: E402
+    Sizes,
+    drain,
+    latency,
+    measure,
+    percentile,
+    single_enqueue,
+    stop_worker,
+)
+from jobs import state  # noqa: E402
+from jobs.api.auth import issue_token  # noqa: E402
+from jobs.roles import Role, assign_role  # noqa: E402
+
+MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
+TUNED_FLAGS = ["--concurrency", "250"]
+BENCH_TYPES = ("bench_noop", "bench_probe")
+PAGE_REQUESTS = 20
+
+
+class Project:
+    redis_url = settings.REDIS_URL
+
+    def prepare(self) -> None:
+        jobs = "SELECT id FROM jobs WHERE type IN ('bench_noop', 'bench_probe')"
+        with connection.cursor() as cursor:
+            for table in ("job_logs", "job_attempts", "job_dependencies"):
+                cursor.execute(f"DELETE FROM {table} WHERE job_id IN ({jobs})")  # noqa: S608
+            cursor.execute(f"DELETE FROM jobs WHERE id IN ({jobs})")  # noqa: S608
+            # The dead rows of the last measure would be the next one's garbage.
+            cursor.execute("VACUUM jobs, job_attempts, job_logs")
+
+    def enqueue_one(self) -> None:
+        state.enqueue("bench_noop", {})
+
+    def enqueue_probe(self, payload: dict[str, Any]) -> None:
+        state.enqueue("bench_probe", payload)
+
+    def enqueue_batch(self, count: int) -> bool:
+        state.enqueue_many(state.JobSpec("bench_noop", {}) for _ in range(count))
+        return True
+
+    def start_worker(self, variant: str) -> subprocess.Popen[bytes]:
+        flags = TUNED_FLAGS if variant == "tuned" else []
+        return subprocess.Popen(  # noqa: S603 - our own manage.py, fixed arguments
+            [sys.executable, MANAGE, "runworker", *flags], stdout=subprocess.DEVNULL
+        )
+
+    def finished(self) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM jobs WHERE type = 'bench_noop' AND status = 'completed'"
+            )
+            return int(cursor.fetchone()[0])
+
+
+def operator_token() -> str:
+    user, _ = get_user_model().objects.get_or_create(username="bench-operator")
+    assign_role(user, Role.OPERATOR)
+    return issue_token(user)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_web_server(port: int) -> subprocess.Popen[bytes]:
+    """daphne as `make run` starts it."""
+    server = subprocess.Popen(  # noqa: S603 - fixed arguments
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "scheduler_project.asgi:application",
+        ],
+        cwd=settings.BASE_DIR,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            probe.request("GET", "/api/v1/health")
+            if probe.getresponse().status == 200:
+                return server
+        except OSError:
+            time.sleep(0.2)
+    stop_worker(server)
+    raise RuntimeError("daphne did not answer /api/v1/health within 60 s")
+
+
+def http_enqueue(sizes: Sizes) -> dict[str, float]:
+    """`sizes.http_clients` clients POST /api/v1/jobs back to back for `http_seconds`."""
+    project = Project()
+    project.prepare()
+    token = operator_token()
+    port = free_port()
+    server = start_web_server(port)
+    body = json.dumps({"type": "bench_noop", "payload": {}, "priority": 2})
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    timings: list[float] = []
+    errors: list[int] = []
+    lock = threading.Lock()
+    stop_at = time.perf_counter() + sizes.http_seconds
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        mine: list[float] = []
+        failed = 0
+        while time.perf_counter() < stop_at:
+            before = time.perf_counter()
+            try:
+                conn.request("POST", "/api/v1/jobs", body, headers)
+                response = conn.getresponse()
+                response.read()
+                ok = response.status == 201
+            except (OSError, http.client.HTTPException):
+                ok = False
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            mine.append((time.perf_counter() - before) * 1000)
+            failed += not ok
+        with lock:
+            timings.extend(mine)
+            errors.append(failed)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(sizes.http_clients)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+    finally:
+        stop_worker(server)
+    project.prepare()
+    return {
+        "requests": len(timings),
+        "per_s": len(timings) / elapsed,
+        "errors": sum(errors),
+        "p50_ms": statistics.median(timings),
+        "p99_ms": percentile(timings, 0.99),
+    }
+
+
+def page_times() -> dict[str, dict[str, Any]]:
+    """Server time of the API, console and admin pages over whatever the table holds."""
+    token = operator_token()
+    api = Client(headers={"Authorization": f"Bearer {token}"})
+    user, _ = get_user_model().objects.get_or_create(
+        username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
+    )
+    browser = Client()
+    browser.force_login(user)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = 'jobs'")
+        estimated = max(0, int(cursor.fetchone()[0]))
+    deep = max(1, min(2000, estimated // 50))
+    pages = {
+        "api_list": (api, "/api/v1/jobs?limit=20"),
+        "api_type": (api, "/api/v1/jobs?type=send_email&limit=20"),
+        "api_deep": (api, f"/api/v1/jobs?page={deep}&limit=50"),
+        "api_stats": (api, "/api/v1/jobs/stats"),
+        "dashboard": (browser, "/"),
+        "dlq": (browser, "/dlq"),
+        "ledger": (browser, "/jobs"),
+        "admin_jobs": (browser, "/admin/jobs/job/"),
+    }
+    figures: dict[str, dict[str, Any]] = {}
+    for name, (client, url) in pages.items():
+        status = client.get(url).status_code  # warm-up: caches, first query plans
+        times = []
+        for _ in range(PAGE_REQUESTS):
+            before = time.perf_counter()
+            status = client.get(url).status_code
+            times.append((time.perf_counter() - before) * 1000)
+        figures[name] = {
+            "p50_ms": statistics.median(times),
+            "p95_ms": percentile(times, 0.95),
+            "status": status,
+            "url": url,
+        }
+    return figures
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    sizes = Sizes(**json.loads(argv[0]))
+    project = Project()
+    result: dict[str, Any] = {}
+    if "--history" in argv:
+        # Over a table of history: what the volume issue asks, in bounded time.
+        result["rows"] = {
+            "project, defaults": {
+                "single_enqueue": single_enqueue(project, sizes),
+                "drain": drain(project, sizes, "defaults"),
+                "latency": latency(project, sizes, "defaults"),
+            }
+        }
+    else:
+        variants = {"project, defaults": "defaults"}
+        if "--tuned" in argv:
+            variants[f"project, tuned ({' '.join(TUNED_FLAGS)})"] = "tuned"
+        result["rows"] = measure(project, sizes, variants)
+        if "--http" in argv:
+            result["rows"]["project, defaults"]["http"] = http_enqueue(sizes)
+    if "--pages" in argv:
+        project.prepare()
+        result["pages"] = page_times()
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1:])))

@@ -1,0 +1,124 @@
+"""The benchmark's tables, as Markdown, from the figures each system's run returned."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+FLOOR = "bare SQL floor"
+DEFAULTS = "project, defaults"
+
+
+@dataclass(frozen=True)
+class Measure:
+    label: str
+    # Where the figure is in a row's dict, e.g. ("latency", "p50_ms").
+    path: tuple[str, ...]
+    unit: str
+    # True: more is better (jobs/s); False: less is better (ms).
+    higher_is_better: bool
+
+    def value(self, row: dict[str, Any] | None) -> float | None:
+        value: Any = row
+        for key in self.path:
+            if not isinstance(value, dict) or value.get(key) is None:
+                return None
+            value = value[key]
+        return float(value)
+
+
+MEASURES = [
+    Measure("single enqueue (one job per transaction)", ("single_enqueue",), "jobs/s", True),
+    Measure("batch enqueue", ("batch_enqueue",), "jobs/s", True),
+    Measure("HTTP enqueue, POST /api/v1/jobs", ("http", "per_s"), "req/s", True),
+    Measure("HTTP enqueue answers", ("http", "requests"), "answers", True),
+    Measure("HTTP enqueue errors (not 201)", ("http", "errors"), "answers", False),
+    Measure("HTTP enqueue p50", ("http", "p50_ms"), "ms", False),
+    Measure("HTTP enqueue p99", ("http", "p99_ms"), "ms", False),
+    Measure("drain, one worker process", ("drain",), "jobs/s", True),
+    Measure("enqueue-to-start p50, idle worker", ("latency", "p50_ms"), "ms", False),
+    Measure("enqueue-to-start p99, idle worker", ("latency", "p99_ms"), "ms", False),
+]
+
+PAGES = [
+    ("api_list", "GET /api/v1/jobs?limit=20 p95"),
+    ("api_type", "GET /api/v1/jobs?type=send_email p95"),
+    ("api_deep", "GET /api/v1/jobs deep page (limit=50) p95"),
+    ("api_stats", "GET /api/v1/jobs/stats p95"),
+    ("dashboard", "console Dashboard p95"),
+    ("dlq", "console DLQ p95"),
+    ("ledger", "console Ledger p95"),
+    ("admin_jobs", "admin job list p95"),
+]
+HISTORY_MEASURES = [m for m in MEASURES if m.path[0] in {"single_enqueue", "drain", "latency"}] + [
+    Measure(label, (name, "p95_ms"), "ms", False) for name, label in PAGES
+]
+
+
+def number(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if value >= 100 or unit == "answers":
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def ratio(value: float | None, reference: float | None) -> str:
+    if value is None or not reference:
+        return "-"
+    return f"{value / reference:.2f}x"
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
+    align = ["---"] + ["---:"] * (len(header) - 1)
+    return [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(align) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+RATIO_NOTE = (
+    "*x / floor* is the project's figure divided by the floor's: for jobs/s and req/s more"
+    " is better, for ms and errors less is."
+)
+
+
+def side_by_side(systems: dict[str, dict[str, Any]]) -> list[str]:
+    """Measures as rows, systems as columns; after each project column its ratio to the
+    floor (see RATIO_NOTE)."""
+    floor = systems.get(FLOOR)
+    header = ["measure"]
+    for name in systems:
+        header.append(name)
+        if name.startswith("project") and floor is not None:
+            header.append(name.removeprefix("project, ").split(" ")[0] + " / floor")
+    body = []
+    for m in MEASURES:
+        if all(m.value(row) is None for row in systems.values()):
+            continue
+        cells = [f"{m.label} ({m.unit})"]
+        for name, row in systems.items():
+            cells.append(number(m.value(row), m.unit))
+            if name.startswith("project") and floor is not None:
+                cells.append(ratio(m.value(row), m.value(floor)))
+        body.append(cells)
+    table = _markdown(header, body)
+    return [*table, "", RATIO_NOTE] if floor is not None else table
+
+
+def history(empty: dict[str, Any], full: dict[str, Any], rows: int) -> list[str]:
+    """The project at its defaults on an empty table and on `rows` jobs of history."""
+    header = ["measure", "empty table", f"{rows:,} jobs of history", "history / empty"]
+    body = [
+        [
+            f"{m.label} ({m.unit})",
+            number(m.value(empty)),
+            number(m.value(full)),
+            ratio(m.value(full), m.value(empty)),
+        ]
+        for m in HISTORY_MEASURES
+    ]
+    return _markdown(header, body)
