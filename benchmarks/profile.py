@@ -38,7 +38,9 @@ ENQUEUE_PARTS = [
     ("INSERT the row", "django/db/models/base.py", "save"),
     ("NOTIFY the workers", "jobs/state.py", "_notify_runnable"),
     ("COMMIT", "django/db/backends/base/base.py", "_commit"),
-    ("after-commit events (Redis, stats)", "jobs/notifier.py", "deliver"),
+    ("after commit: job.created to Redis", "jobs/events.py", "publish_batch"),
+    ("after commit: stats.updated (count the table, publish)", "jobs/stats.py", "count_batch"),
+    ("after commit: webhooks (subscriptions, cached)", "jobs/webhooks.py", "dispatch_batch"),
 ]
 
 
