@@ -17,6 +17,7 @@ from django import forms
 from django.db.models import QuerySet
 from django.utils.dateparse import parse_date, parse_datetime
 
+from .limits import EPOCH, MAX_MILLISECONDS, OUT_OF_RANGE_MESSAGE, written_year_in_range
 from .models import Job, JobStatus, RecurInterval
 
 DLQ = "dlq"
@@ -35,26 +36,28 @@ TIME_FIELDS = {
     "updated": "updated_at",
 }
 
-_MILLISECONDS = re.compile(r"^-?\d{1,15}$")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECONDS = re.compile(r"^-?\d{1,20}$")
 TIME_FORMAT_MESSAGE = (
     "Enter Unix milliseconds (e.g. 1781136000000) or an ISO 8601 date-time "
     "(e.g. 2026-06-11T00:00:00Z)."
 )
 
 
-def parse_instant(value: Any) -> datetime | None:
-    """Unix milliseconds (int or digits) or ISO 8601 -> aware UTC datetime; None if neither.
+class InstantError(ValueError):
+    """Not an instant, or one out of the range of `jobs.limits`; the message says which."""
+
+
+def parse_instant(value: Any) -> datetime:
+    """Unix milliseconds (int or digits) or ISO 8601 -> aware UTC datetime.
 
     A naive ISO time is taken as UTC and a bare date as its midnight UTC. A `+` offset that
     arrived unencoded in a query string (and so became a space) is still understood.
+    Raises InstantError for anything else, and for a time outside `jobs.limits`' years.
     """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return _from_milliseconds(value)
     if not isinstance(value, str):
-        return None
+        raise InstantError(TIME_FORMAT_MESSAGE)
     text = value.strip()
     if _MILLISECONDS.match(text):
         return _from_milliseconds(int(text))
@@ -64,6 +67,8 @@ def parse_instant(value: Any) -> datetime | None:
         except ValueError:
             parsed = None
         if parsed is not None:
+            if not written_year_in_range(parsed):
+                raise InstantError(OUT_OF_RANGE_MESSAGE)
             if parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=UTC)
             return parsed.astimezone(UTC)
@@ -71,26 +76,27 @@ def parse_instant(value: Any) -> datetime | None:
         day = parse_date(text)
     except ValueError:
         day = None
-    return None if day is None else datetime.combine(day, time.min, tzinfo=UTC)
+    if day is None:
+        raise InstantError(TIME_FORMAT_MESSAGE)
+    if not written_year_in_range(datetime.combine(day, time.min)):
+        raise InstantError(OUT_OF_RANGE_MESSAGE)
+    return datetime.combine(day, time.min, tzinfo=UTC)
 
 
-def _from_milliseconds(milliseconds: int) -> datetime | None:
-    try:
-        return _EPOCH + timedelta(milliseconds=milliseconds)
-    except OverflowError:
-        return None
+def _from_milliseconds(milliseconds: int) -> datetime:
+    if not 0 <= milliseconds <= MAX_MILLISECONDS:
+        raise InstantError(f"{OUT_OF_RANGE_MESSAGE} In Unix milliseconds: 0 to {MAX_MILLISECONDS}.")
+    return EPOCH + timedelta(milliseconds=milliseconds)
 
 
 class InstantField(forms.Field):
-    default_error_messages = {"invalid": TIME_FORMAT_MESSAGE}
-
     def to_python(self, value: Any) -> datetime | None:
         if value in self.empty_values:
             return None
-        parsed = parse_instant(value)
-        if parsed is None:
-            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
-        return parsed
+        try:
+            return parse_instant(value)
+        except InstantError as error:
+            raise forms.ValidationError(str(error), code="invalid") from None
 
 
 class InstantFilter(django_filters.Filter):

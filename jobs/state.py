@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
+from . import limits
 from .models import Job, JobDependency, JobStatus, RecurInterval
 from .notifier import notifier
 from .recurrence import RecurringRun, recurrence_of
@@ -121,6 +122,8 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         handler = None
     if not isinstance(spec.payload, dict):
         errors["payload"] = ["Must be a JSON object."]
+    elif unstorable := limits.json_errors(spec.payload, name="payload"):
+        errors["payload"] = unstorable
     elif handler is not None:
         errors.update(handler.payload_errors(spec.payload))
     if isinstance(spec.priority, bool) or spec.priority not in (1, 2, 3):
@@ -131,6 +134,8 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         errors["max_retries"] = ["Must be an integer from 1 to 10."]
     if spec.scheduled_at is not None and spec.scheduled_at <= now:
         errors["scheduled_at"] = ["Must be in the future."]
+    elif spec.scheduled_at is not None and spec.scheduled_at >= limits.END_OF_TIME:
+        errors["scheduled_at"] = [limits.OUT_OF_RANGE_MESSAGE]
     if spec.recur_interval is not None and spec.recur_interval not in RecurInterval.values:
         errors["recur_interval"] = [f"Must be one of: {', '.join(RecurInterval.values)}."]
     return errors

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import IO, Any
 
 from django.conf import settings
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import BaseParser
+
+from jobs import limits
 
 from .errors import MalformedJSON, PayloadTooLarge
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 class JSONBodyParser(BaseParser):
-    """Reads at most `API_MAX_BODY_BYTES` (+1 to notice more) whatever Content-Length said."""
+    """Reads at most `API_MAX_BODY_BYTES` (+1 to notice more) whatever Content-Length said.
+
+    Each field of the body keeps to the JSON limits of `jobs.limits` (depth, no lone
+    surrogate): a deep or unencodable value is refused here, under its field's name, before
+    anything recurses into it or tries to print it. NUL is left to the field's own rules.
+    """
 
     media_type = "application/json"
 
@@ -32,6 +35,19 @@ class JSONBodyParser(BaseParser):
         if len(raw) > limit:
             raise PayloadTooLarge(limit)
         try:
-            return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+            body = limits.loads(raw.decode("utf-8"))
+        except limits.JsonLimitError as exc:
+            raise ValidationError({"non_field_errors": [f"The body: {exc}."]}) from exc
         except (UnicodeDecodeError, ValueError) as exc:
             raise MalformedJSON(f"The request body is not valid JSON: {exc}.") from exc
+        fields = body.items() if isinstance(body, dict) else [("non_field_errors", body)]
+        errors = {}
+        for key, value in fields:
+            name = limits.printable(key)
+            messages = limits.json_errors(key, name=f"{name} (name)", nul=False)
+            messages += limits.json_errors(value, name=name, nul=False)
+            if messages:
+                errors[name] = messages
+        if errors:
+            raise ValidationError(errors)
+        return body

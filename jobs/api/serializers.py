@@ -15,7 +15,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from jobs.filters import TIME_FORMAT_MESSAGE, parse_instant
+from jobs.filters import InstantError, parse_instant
 from jobs.models import AttemptStatus, JobStatus, RecurInterval
 
 from .errors import ERROR_CODES
@@ -30,13 +30,11 @@ INSTANT_SCHEMA = {
 
 @extend_schema_field(INSTANT_SCHEMA)
 class InstantField(serializers.Field):
-    default_error_messages = {"invalid": TIME_FORMAT_MESSAGE}
-
     def to_internal_value(self, data: Any) -> datetime:
-        parsed = parse_instant(data)
-        if parsed is None:
-            self.fail("invalid")
-        return parsed
+        try:
+            return parse_instant(data)
+        except InstantError as error:
+            raise serializers.ValidationError(str(error), code="invalid") from None
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)

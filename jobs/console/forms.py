@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 
+from jobs import limits
 from jobs.models import RecurInterval, Theme, UserPreference
 from jobs.registry import registry
 from jobs.webhooks import DELIVERABLE_EVENT_TYPES
@@ -80,11 +81,13 @@ class CreateJobForm(forms.Form):
     def clean_payload(self) -> Any:
         text = self.cleaned_data["payload"]
         try:
-            return json.loads(text)
+            return limits.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
             ) from exc
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not accepted: {exc}.") from exc
 
 
 class PreferenceForm(forms.ModelForm):

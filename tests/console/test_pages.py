@@ -507,3 +507,57 @@ def test_row_fragment_of_a_purged_job_says_so(as_viewer: Client) -> None:
     response = as_viewer.get(f"/jobs/{dead['id']}/row", **HTMX)
     assert response.status_code == 200
     assert f'id="job-{dead["id"]}"' in text(response) and "This job was purged." in text(response)
+
+
+# --- hostile input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ("[" * 3000 + "]" * 3000, "nests more than 32 arrays and objects"),
+        ('{"a": ' * 32 + "{}" + "}" * 32, "nests more than 32 arrays and objects"),
+        (r'{"note": "a\u0000b"}', "NUL character"),
+        (r'{"\u0000": 1}', "NUL character"),
+        (r'{"note": "\ud800"}', "lone UTF-16 surrogate"),
+    ],
+)
+def test_create_job_refuses_unstorable_payloads_next_to_the_field(
+    as_operator: Client, payload: str, message: str
+) -> None:
+    response = as_operator.post("/jobs/new", {"type": "noop", "payload": payload, "priority": "2"})
+    assert response.status_code == 400
+    body = text(response)
+    assert message in body[body.index('id="field-payload"') :].split('<div class="field')[0]
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize("time_zone", ["UTC", "Pacific/Kiritimati", "Etc/GMT+12"])
+@pytest.mark.parametrize("scheduled_at", ["9999-12-31T23:30", "0001-01-01T00:00"])
+def test_create_job_refuses_times_out_of_range_next_to_the_field(
+    as_operator: Client, operator: Any, time_zone: str, scheduled_at: str
+) -> None:
+    UserPreference.objects.create(user=operator, time_zone=time_zone)
+    response = as_operator.post(
+        "/jobs/new",
+        {"type": "noop", "payload": "{}", "priority": "3", "scheduled_at": scheduled_at},
+    )
+    assert response.status_code == 400
+    body = text(response)
+    field = body[body.index('id="field-scheduled_at"') :].split('<div class="field')[0]
+    assert "Out of range" in field or "Must be in the future." in field
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "value", ["0001-01-01T00:00:00+14:00", "0001-01-01T00:00", "9999-12-31T23:59", "-5"]
+)
+def test_ledger_shows_a_time_filter_out_of_range_next_to_its_field(
+    as_viewer: Client, viewer: Any, value: str
+) -> None:
+    UserPreference.objects.create(user=viewer, time_zone="Pacific/Kiritimati")
+    response = as_viewer.get("/jobs", {"scheduled_before": value, "created_after": value})
+    assert response.status_code == 200
+    body = text(response)
+    assert "scheduled_before: Out of range" in body
+    assert "created_after: Out of range" in body

@@ -1,0 +1,102 @@
+"""The documented limits of what a job may hold, checked before Python or PostgreSQL fails on it.
+
+JSON: a payload nests at most `MAX_JSON_DEPTH` arrays and objects (Python's parser and encoder
+recurse, so a deeper document would crash them), and no key or string holds NUL (PostgreSQL's
+jsonb cannot store it) or a lone UTF-16 surrogate such as `\\ud800` (not Unicode: it cannot be
+encoded, so neither stored nor shown).
+
+Time: every instant a request takes is written with a year from `EARLIEST_YEAR` to
+`LATEST_YEAR`, in Unix milliseconds from 0 to `MAX_MILLISECONDS`. Whatever its UTC offset, such
+an instant, its virtual deadline (an hour later at most), its recurrences and its retries stay
+far inside what Python's datetime and the API's time format can represent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+MAX_JSON_DEPTH = 32
+
+EARLIEST_YEAR = 1970
+LATEST_YEAR = 9998
+EPOCH = datetime(EARLIEST_YEAR, 1, 1, tzinfo=UTC)
+# The last millisecond of LATEST_YEAR in UTC.
+MAX_MILLISECONDS = (datetime(LATEST_YEAR + 1, 1, 1, tzinfo=UTC) - EPOCH) // timedelta(
+    milliseconds=1
+) - 1
+# Any instant written with a year up to LATEST_YEAR, whatever its offset, comes before this.
+END_OF_TIME = datetime(LATEST_YEAR + 1, 1, 2, tzinfo=UTC)
+OUT_OF_RANGE_MESSAGE = f"Out of range: write a year from {EARLIEST_YEAR} to {LATEST_YEAR}."
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JsonLimitError(ValueError):
+    """A JSON text that parses, but breaks one of the limits above."""
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _walk(value: Any, max_depth: int, nul: bool) -> Iterator[tuple[str, str]]:
+    """(path, problem) for each limit `value` breaks, iteratively (never recursing); NUL is
+    only looked for when `nul`."""
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, str):
+            yield from _string_problems(item, path, nul)
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth > max_depth:
+            yield path, f"nests more than {max_depth} arrays and objects"
+            continue
+        if isinstance(item, list):
+            stack.extend((child, depth + 1, f"{path}[{index}]") for index, child in enumerate(item))
+            continue
+        for key, child in item.items():
+            key_path = f"{path}.{printable(key)}"
+            yield from _string_problems(key, key_path + " (key)", nul)
+            stack.append((child, depth + 1, key_path))
+
+
+def _string_problems(text: str, path: str, nul: bool) -> Iterator[tuple[str, str]]:
+    if nul and "\x00" in text:
+        yield path, "holds the NUL character \\u0000, which cannot be stored"
+    if _SURROGATE.search(text):
+        yield path, "holds a lone UTF-16 surrogate (such as \\ud800), which is not Unicode"
+
+
+def json_errors(
+    value: Any, *, name: str, max_depth: int = MAX_JSON_DEPTH, nul: bool = True
+) -> list[str]:
+    """Messages for the limits the JSON `value` (called `name`) breaks; empty when it fits.
+    NUL is only looked for when `nul`."""
+    return [
+        f"{name}{path} {problem}." for path, problem in sorted(set(_walk(value, max_depth, nul)))
+    ]
+
+
+def printable(key: str) -> str:
+    """`key` with NUL and surrogates escaped, so that a message naming it can be encoded."""
+    return json.dumps(key)[1:-1]
+
+
+def loads(text: str) -> Any:
+    """Strict JSON (no NaN/Infinity). Raises ValueError with the reason, JsonLimitError when it
+    nests too deep for the parser; what it holds is for `json_errors` to judge."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise JsonLimitError(f"it nests more than {MAX_JSON_DEPTH} arrays and objects") from None
+
+
+def written_year_in_range(value: datetime) -> bool:
+    """Whether `value`'s year, in the offset it was written with, is within the limits."""
+    return EARLIEST_YEAR <= value.year <= LATEST_YEAR
