@@ -277,14 +277,18 @@ class HealthView(APIView):
             return Response(checks)
         message = f"Unreachable: {', '.join(down)}."
         return Response(
-            {**checks, **error_body("service_unavailable", message, down)},
+            {**checks, **error_body("unavailable", message, down)},
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
 
 
 class ApiRootView(ApiView):
-    """The browsable entry point: where every route of the API lives."""
+    """The browsable entry point: where every route of the API lives. Open to anyone, so it
+    reads no token (a bad Authorization header is ignored); the session only shows who is
+    signed in to the browsable API."""
 
+    authentication_classes = [SessionAuthentication]
     permission_classes = [AllowAny]
 
     @extend_schema(exclude=True)

@@ -342,6 +342,16 @@ def test_browsable_root_lists_the_routes_without_credentials():
     assert "http://testserver/api/v1/jobs/stats" in page.content.decode()
 
 
+@pytest.mark.parametrize("path", ["/api/v1/", "/api-docs", "/api-docs.json"])
+@pytest.mark.parametrize("header", ["Bearer jsk_not-a-real-token", "Token abc", "Bearer "])
+def test_open_routes_ignore_a_bad_authorization_header(path, header):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=header)
+    response = client.get(path)
+    assert response.status_code == 200
+    assert response.content == APIClient().get(path).content
+
+
 def test_browsable_api_renders_lists_details_and_errors_for_a_signed_in_user(
     operator, job_in_state
 ):
