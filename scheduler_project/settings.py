@@ -80,6 +80,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: it turns a database outage raised by a view into a 503 (see its module).
+    "jobs.api.unavailable.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "scheduler_project.urls"

@@ -1,7 +1,9 @@
 """The one error shape of the API: `{"error": {"code", "message", "details"}}`.
 
 DRF exceptions, the domain errors of `jobs.state`, Django's 404 and oversized bodies all
-become this envelope here. Anything else is a 500 `internal_error` whose body says nothing
+become this envelope here. A database that cannot be reached is a 503 `unavailable` with
+`Retry-After` (an outage, not a bug; `jobs.api.unavailable` does the same for the console).
+Anything else is a 500 `internal_error` whose body says nothing
 about the cause; the traceback goes to the log, tagged with the request id. That holds with
 DEBUG on too, so no client ever sees a stack trace or SQL.
 """
@@ -14,6 +16,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -25,6 +28,10 @@ logger = logging.getLogger("jobs.api")
 
 NOT_FOUND_MESSAGE = "Not found."
 INTERNAL_ERROR_MESSAGE = "Internal error. The server log has the details under this request id."
+UNAVAILABLE_MESSAGE = "The database is unreachable. Retry after the Retry-After seconds."
+# What a client should wait before trying again while the database is down: a restart of
+# PostgreSQL takes seconds.
+RETRY_AFTER_SECONDS = 5
 
 # The `code` of every error the API answers with (also the enum of the OpenAPI schema).
 ERROR_CODES = (
@@ -40,7 +47,7 @@ ERROR_CODES = (
     "unsupported_media_type",
     "rate_limited",
     "internal_error",
-    "service_unavailable",
+    "unavailable",
 )
 
 
@@ -56,6 +63,17 @@ class PayloadTooLarge(exceptions.APIException):
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"The request body is over the limit of {limit} bytes.")
+
+
+def database_unreachable(exc: BaseException) -> bool:
+    """Whether `exc` is the database down or cut off (refusing connections, or a connection
+    lost mid-request), as opposed to a bug in a query."""
+    return isinstance(exc, OperationalError | InterfaceError)
+
+
+def log_outage(request: Any, exc: BaseException) -> None:
+    method, path = getattr(request, "method", "?"), getattr(request, "path", "?")
+    logger.warning("database unreachable in %s %s: %s", method, path, exc)
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
@@ -74,6 +92,8 @@ def _validation_message(details: dict[str, Any]) -> str:
 
 def _envelope_of(exc: Exception) -> tuple[int, str, str, Any] | None:
     """(status, code, message, details) for every exception the API knows how to answer."""
+    if database_unreachable(exc):
+        return 503, "unavailable", UNAVAILABLE_MESSAGE, {}
     if isinstance(exc, JobValidationError):
         return 400, "validation_error", _validation_message(exc.details), exc.details
     if isinstance(exc, JobNotFound):
@@ -103,8 +123,10 @@ def _envelope_of(exc: Exception) -> tuple[int, str, str, Any] | None:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every exception of a DRF view becomes the envelope."""
     envelope = _envelope_of(exc)
+    request = context.get("request")
+    if database_unreachable(exc):
+        log_outage(request, exc)
     if envelope is None:
-        request = context.get("request")
         logger.exception(
             "unhandled error in %s %s",
             getattr(request, "method", "?"),
@@ -118,6 +140,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     wait = getattr(exc, "wait", None) if isinstance(exc, exceptions.Throttled) else None
     if wait is not None:
         headers["Retry-After"] = str(max(1, math.ceil(wait)))
+    if status_code == 503:
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     set_rollback()
     return Response(error_body(code, message, details), status=status_code, headers=headers)
 

@@ -29,7 +29,7 @@ from jobs.state import JobObject
 from jobs.stats import current_stats
 
 from .auth import BearerTokenAuthentication
-from .errors import PayloadTooLarge, error_body
+from .errors import RETRY_AFTER_SECONDS, PayloadTooLarge, error_body
 from .pagination import paginate
 from .parsers import JSONBodyParser
 from .schema import (
@@ -266,7 +266,7 @@ class HealthView(APIView):
             200: HealthSerializer,
             503: OpenApiResponse(
                 description="Something is down: the checks, plus the error envelope "
-                "(`service_unavailable`) whose details name what is down."
+                "(`unavailable`) whose details name what is down; `Retry-After` is set."
             ),
         },
     )

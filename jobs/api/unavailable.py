@@ -1,0 +1,44 @@
+"""The 503 of every view that is not the API's: the console, the admin, the login page.
+
+DRF views answer a database outage through `jobs.api.errors.exception_handler`; this middleware
+gives every other view the same rule: the error envelope under /api/, a page saying so
+everywhere else, each with `Retry-After`, never a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from .errors import (
+    RETRY_AFTER_SECONDS,
+    UNAVAILABLE_MESSAGE,
+    database_unreachable,
+    error_body,
+    log_outage,
+)
+
+
+class DatabaseUnavailableMiddleware:
+    """Last in MIDDLEWARE, so that it sees the view's exception first."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        if not database_unreachable(exc):
+            return None
+        log_outage(request, exc)
+        response: HttpResponse
+        if request.path.startswith("/api/"):
+            response = JsonResponse(error_body("unavailable", UNAVAILABLE_MESSAGE), status=503)
+        else:
+            context = {"retry_after": RETRY_AFTER_SECONDS}
+            response = render(request, "console/503.html", context, status=503)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
