@@ -120,7 +120,9 @@ def test_a_deeply_nested_payload_is_shown_truncated_on_a_small_page(
     tree: list[Any] = ["bottom"]
     for _ in range(499):
         tree = [tree]
-    job = state.enqueue("noop", {"tree": tree}, priority=2)
+    # The API refuses such a payload now (jobs.limits), but a job stored before may hold one.
+    job = state.enqueue("noop", {}, priority=2)
+    Job.objects.filter(id=job["id"]).update(payload={"tree": tree})
 
     response = superuser_client.get(f"{JOBS}{job['id']}/change/")
 

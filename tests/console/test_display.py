@@ -15,6 +15,7 @@ from django.test import Client
 
 from jobs import state
 from jobs.display import SHOWN_JSON_CHARS, STATES, Action, table_for_script
+from jobs.models import Job
 
 from .helpers import NEW_JOB_IN
 
@@ -75,7 +76,9 @@ def test_a_deeply_nested_payload_renders_a_small_page_with_the_raw_json_to_downl
     # About 1 KB of JSON; pretty-printed in full it was 500 KB, nearly all indentation.
     payload = {"tree": nested(500)}
     assert len(json.dumps(payload)) < 1100
-    job = state.enqueue("noop", payload, priority=2)
+    # The API refuses such a payload now (jobs.limits), but a job stored before may hold one.
+    job = state.enqueue("noop", {}, priority=2)
+    Job.objects.filter(id=job["id"]).update(payload=payload)
 
     response = as_operator.get(f"/jobs/{job['id']}")
     page = response.content.decode()
