@@ -38,7 +38,7 @@ class Sizes:
     drain: int = 10_000
     probes: int = 200
     # Cap of each measure, so that a slow system (or a table of history) ends in time.
-    seconds: float = 30.0
+    seconds: float = 20.0
     http_seconds: float = 10.0
     http_clients: int = 20
 
