@@ -39,7 +39,7 @@ ENQUEUE_PARTS = [
     ("NOTIFY the workers", "jobs/state.py", "_notify_runnable"),
     ("COMMIT", "django/db/backends/base/base.py", "_commit"),
     ("after commit: job.created to Redis", "jobs/events.py", "publish_batch"),
-    ("after commit: stats.updated (count the table, publish)", "jobs/stats.py", "count_batch"),
+    ("after commit: stats.updated", "jobs/stats.py", "count_batch"),
     ("after commit: webhooks (subscriptions, cached)", "jobs/webhooks.py", "dispatch_batch"),
 ]
 
