@@ -11,6 +11,7 @@ SERVICES := $(PY) -m scheduler_project.devservices
 # preferred to embedded ones when they answer.
 CHECK_SERVICES := $(SERVICES) exec --prefer-local
 PYTEST_ARGS ?=
+LOAD_ARGS ?=
 
 # `make benchmark ROWS=1000000` adds the table over that much history; BENCH_ARGS passes
 # sizes, e.g. BENCH_ARGS="--drain 20000 --probes 500" (python -m benchmarks --help).
@@ -21,7 +22,7 @@ PEERS_VENV := .bench/peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS_PACKAGES := procrastinate huey "celery[redis]" redis "psycopg[binary]" py-spy
 
-.PHONY: help install run test lint format validate seed reset benchmark benchmark-peers benchmark-profile faults screenshots browser clean
+.PHONY: help install run test lint format validate seed reset benchmark benchmark-peers benchmark-profile faults load screenshots browser clean
 
 help:
 	@echo "make run         set up everything and start the web server and one worker"
@@ -34,6 +35,7 @@ help:
 	@echo "make benchmark-peers   the same with Procrastinate, Huey and Celery (in .bench/)"
 	@echo "make benchmark-profile where a job's time goes (cProfile and py-spy)"
 	@echo "make faults      the fault suite: kill -9, PostgreSQL and Redis outages (~7 min)"
+	@echo "make load        20 API clients POSTing jobs to daphne for 60 s (benchmarks/api_load.py)"
 	@echo "make screenshots regenerate static/screenshots/*.png"
 	@echo "make clean       remove .venv and .data (all local data)"
 
@@ -92,6 +94,9 @@ benchmark-peers: install $(PEERS_STAMP)
 # Its own embedded PostgreSQL and Redis under .data/faults/, which it stops and restarts.
 faults: install
 	$(PY) -m tests.faults
+
+load: install
+	$(CHECK_SERVICES) --migrate -- $(PY) benchmarks/api_load.py $(LOAD_ARGS)
 
 screenshots: install browser
 	$(CHECK_SERVICES) -- $(PY) -m tests.console.screenshots

@@ -32,7 +32,7 @@ from django.core.validators import URLValidator
 from django.db.models.signals import post_delete, post_migrate, post_save
 from django.dispatch import receiver
 
-from . import state
+from . import outbound, state
 from .events import EVENT_TYPES, STATS_UPDATED
 from .models import Webhook
 from .notifier import Batch, Event
@@ -70,6 +70,9 @@ def validate(url: Any, event_types: Any, secret: Any) -> dict[str, list[str]]:
             _url_validator(url.strip())
         except ValidationError:
             errors["url"] = ["Enter an http:// or https:// URL."]
+        else:
+            if refused := outbound.url_refusal(url.strip()):
+                errors["url"] = [f"Not allowed: {refused}."]
     allowed = ", ".join(DELIVERABLE_EVENT_TYPES)
     if not isinstance(event_types, list | tuple) or not event_types:
         errors["event_types"] = [f"Choose at least one of: {allowed}."]

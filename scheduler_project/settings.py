@@ -5,9 +5,12 @@ A `.env` file next to manage.py is read first when present (real environment win
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -40,11 +43,38 @@ def env_list(name: str, default: str) -> list[str]:
 
 
 DEBUG = env_bool("DEBUG", True)
-SECRET_KEY = env_str("SECRET_KEY", "dev-insecure-secret-key-change-me-in-production-0123456789")
+# Public, so only ever accepted with DEBUG on.
+DEVELOPMENT_SECRET_KEY = "dev-insecure-secret-key-change-me-in-production-0123456789"  # noqa: S105
+SECRET_KEY = env_str("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+if not DEBUG and SECRET_KEY.strip() in ("", DEVELOPMENT_SECRET_KEY):
+    # Anyone who knows the key can forge sessions, so a public or empty one must never sign
+    # them outside development.
+    raise ImproperlyConfigured(
+        "DEBUG is false but SECRET_KEY is unset, empty or the public development key. "
+        "Set SECRET_KEY to a long random value, e.g. the output of: "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list(
     "CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000"
 )
+
+# HTTPS. All off for `make run` on plain HTTP; README's production settings turn them on.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+# Behind a TLS-terminating proxy: the header it sets to "https" on HTTPS requests.
+_proxy_ssl_header = env_str("SECURE_PROXY_SSL_HEADER_NAME", "")
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
+# How many proxies of yours stand in front of the app. Each appends the address it got the
+# request from to X-Forwarded-For, so the client is the one the outermost of them saw; any
+# earlier entry was written by the client itself. 0: X-Forwarded-For is ignored.
+TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 0)
 
 DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/scheduler")
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -62,6 +92,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
+    "csp",
     # Before channels: our `runworker` (the job worker) must win over channels' own.
     "worker",
     "channels",
@@ -80,6 +112,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # After Django's own, as django-axes asks: it turns a locked-out login into its page.
+    "axes.middleware.AxesMiddleware",
     # Last: it turns a database outage raised by a view into a 503 (see its module).
     "jobs.api.unavailable.DatabaseUnavailableMiddleware",
 ]
@@ -106,10 +141,17 @@ TEMPLATES = [
     },
 ]
 
+# Each process borrows its connections from a psycopg pool, for one request or one short read
+# at a time (Django requires CONN_MAX_AGE 0 with a pool). A web process so holds between
+# MIN_SIZE and MAX_SIZE connections whatever its number of clients; a request that finds
+# them all busy waits up to TIMEOUT seconds. The worker opts out (see runworker).
 DATABASES = {
-    "default": dj_database_url.parse(
-        DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60), conn_health_checks=True
-    )
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)
+}
+DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+    "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
+    "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10),
+    "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0),
 }
 DATABASES["default"].setdefault("TEST", {})["NAME"] = env_str(
     "DATABASE_TEST_NAME", f"test_{DATABASES['default']['NAME']}"
@@ -120,6 +162,9 @@ CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,
+        # Rate-limit counters live here: deployments (or test runs) sharing a Redis need
+        # prefixes of their own.
+        "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", ""),
         "OPTIONS": {
             "SOCKET_CONNECT_TIMEOUT": 1,
             "SOCKET_TIMEOUT": 1,
@@ -128,12 +173,45 @@ CACHES = {
     }
 }
 
+# Login lockout (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one user name from
+# one client address, that pair is refused for LOGIN_LOCKOUT_MINUTES, whatever the password.
+# Attempts and lockouts are listed in the admin ("Axes"); a success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_LOCKOUT_MINUTES", 15.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "jobs.api.clients.client_address"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# Content Security Policy (django-csp) on every page: scripts, styles, images and
+# connections from this site only. The console has no inline script, style or event handler
+# (htmx's own indicator style is off in its config, and console.css has it), so nothing
+# needs 'unsafe-inline'. Swagger UI's page is the one exception: it is an inline script.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/api-docs"],
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -153,6 +231,9 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "scheduler@localhost")
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 API_RATE_LIMIT = env_str("API_RATE_LIMIT", "")
+# Failed token attempts a client address may make, e.g. 10/min; over it every request from
+# that address is a 429 until the period is over, even with a good token. Empty: no limit.
+API_TOKEN_FAILURE_LIMIT = env_str("API_TOKEN_FAILURE_LIMIT", "10/min")
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 20)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 50)
 
@@ -208,6 +289,9 @@ SSE_CLIENT_QUEUE_SIZE = env_int("SSE_CLIENT_QUEUE_SIZE", 1000)
 # How long a process trusts its cached list of active webhooks (zero queries per event).
 WEBHOOK_CACHE_SECONDS = env_float("WEBHOOK_CACHE_SECONDS", 5.0)
 WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0)
+# Networks (CIDR) that http_request jobs and webhooks may reach although they are loopback,
+# private or link-local (refused otherwise: jobs/outbound.py), e.g. 10.20.0.0/16.
+OUTBOUND_ALLOWED_NETWORKS = env_list("OUTBOUND_ALLOWED_NETWORKS", "")
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 LOGGING = {

@@ -7,6 +7,7 @@ import os
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
@@ -31,6 +32,16 @@ def _private_event_channel() -> None:
     # Several checkouts may run their suites at once on one machine, hence the database name.
     test_database = settings.DATABASES["default"]["TEST"]["NAME"]
     settings.SCHEDULER_EVENTS_CHANNEL = f"scheduler:events:test:{test_database}:{XDIST_WORKER}"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(settings: Any) -> None:
+    # Rate-limit and failed-token counters are per client address, and every test client
+    # is 127.0.0.1: each test counts on its own, also in the servers it starts.
+    settings.CACHES = {
+        **settings.CACHES,
+        "default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"},
+    }
 
 
 def make_user(username: str, role: Role | None) -> Any:
@@ -152,6 +163,7 @@ def subprocess_env(transactional_db: None) -> dict[str, str]:
             "DATABASE_URL": f"postgres://{credentials}@{host}:{port}/{db['NAME']}",
             "REDIS_URL": settings.REDIS_URL,
             "SCHEDULER_EVENTS_CHANNEL": settings.SCHEDULER_EVENTS_CHANNEL,
+            "CACHE_KEY_PREFIX": settings.CACHES["default"]["KEY_PREFIX"],
             "DJANGO_SETTINGS_MODULE": "scheduler_project.settings",
             "PYTHONUNBUFFERED": "1",
         }

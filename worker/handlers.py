@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 
+from jobs import outbound
 from jobs.registry import handler
 
 if TYPE_CHECKING:
@@ -74,7 +75,8 @@ def send_email(job: JobContext) -> dict[str, Any]:
     timeout=310,
 )
 def http_request(job: JobContext) -> dict[str, Any]:
-    """Make an HTTP request (webhooks). A non-2xx answer or a timeout fails the attempt."""
+    """Make an HTTP request (webhooks). A non-2xx answer or a timeout fails the attempt, and
+    so does a target on an internal network (jobs/outbound.py)."""
     payload = job.payload
     body = None
     headers = dict(payload.get("headers") or {})
@@ -87,12 +89,16 @@ def http_request(job: JobContext) -> dict[str, Any]:
         payload["url"], data=body, headers=headers, method=payload.get("method", "POST")
     )
     try:
-        with urllib.request.urlopen(request, timeout=payload.get("timeout", 10)) as response:  # noqa: S310
+        with outbound.urlopen(request, timeout=payload.get("timeout", 10)) as response:
             text = response.read(64 * 1024).decode("utf-8", "replace")
             status = response.status
     except urllib.error.HTTPError as exc:
         exc.close()  # the error holds the open response; the attempt keeps only its status
         raise HandlerFailure(f"{payload['url']} answered {exc.code} {exc.reason}") from exc
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, outbound.TargetRefused):
+            raise HandlerFailure(str(exc.reason)) from exc
+        raise
     job.logger.info("%s %s -> %s", request.method, payload["url"], status)
     return {"status": status, "body": text[:2000]}
 

@@ -1,4 +1,9 @@
-"""Bearer tokens for the API. A token is shown once; only its SHA-256 is stored."""
+"""Bearer tokens for the API. A token is shown once; only its SHA-256 is stored.
+
+Failed attempts are counted per client address in the cache (Redis): past
+`API_TOKEN_FAILURE_LIMIT` in its period, that address gets 429 for the rest of the period,
+good token or not, so tokens cannot be guessed at speed. Without Redis nothing is counted.
+"""
 
 import hashlib
 import secrets
@@ -10,6 +15,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
+from jobs.api.throttling import FailedTokenAttempts
 from jobs.models import ApiToken
 
 TOKEN_PREFIX = "jsk_"  # noqa: S105 - a marker that makes leaked tokens greppable
@@ -33,8 +39,11 @@ class BearerTokenAuthentication(BaseAuthentication):
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if not header:
             return None
+        failures = FailedTokenAttempts(request)
+        failures.refuse_if_over_limit()
         scheme, _, token = header.partition(" ")
         if scheme.lower() != self.keyword.lower() or not token.strip():
+            failures.record()
             raise AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
         api_token = (
             ApiToken.objects.select_related("user")
@@ -42,6 +51,7 @@ class BearerTokenAuthentication(BaseAuthentication):
             .first()
         )
         if api_token is None or not api_token.user.is_active:
+            failures.record()
             raise AuthenticationFailed("Invalid or revoked token.")
         ApiToken.objects.filter(pk=api_token.pk).update(last_used_at=timezone.now())
         return api_token.user, api_token

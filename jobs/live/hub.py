@@ -21,7 +21,6 @@ import logging
 from typing import Any
 
 import redis.asyncio as aioredis
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 from redis.asyncio.retry import Retry
@@ -31,6 +30,8 @@ from redis.exceptions import RedisError
 from jobs.events import STATS_UPDATED
 from jobs.reconnect import Backoff
 from jobs.stats import current_stats
+
+from .db import read_and_release
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ class EventHub:
 
     async def _broadcast_stats(self) -> None:
         try:
-            stats = await sync_to_async(current_stats)()
+            stats = await read_and_release(current_stats)
         except DatabaseError as exc:
             logger.warning("SSE hub could not read stats after reconnecting: %s", exc)
             return

@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from rest_framework.exceptions import AuthenticationFailed
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 
 from jobs.api.auth import BearerTokenAuthentication
 from jobs.events import STATS_UPDATED
 from jobs.stats import current_stats
 
+from .db import read_and_release
 from .hub import STREAM_STATUS, EventHub, frame, get_hub
 
 RETRY_MILLISECONDS = 3000
@@ -45,35 +45,42 @@ SUBSCRIBE_WAIT_SECONDS = 2.0
 MAX_BATCH = 500
 
 
-def _authenticate(request: HttpRequest) -> tuple[Any, str]:
-    """The user behind a bearer token or the console session, or (None, why not)."""
+def _refusal(request: HttpRequest) -> JsonResponse | None:
+    """None when a bearer token or the console session names the user, else the answer."""
     try:
         found = BearerTokenAuthentication().authenticate(request)  # type: ignore[arg-type]
     except AuthenticationFailed as exc:
-        return None, str(exc.detail)
-    if found is not None:
-        return found[0], ""
-    user = request.user
-    if user.is_authenticated:
-        return user, ""
-    return None, "Authentication credentials were not provided."
+        return _unauthenticated(str(exc.detail))
+    except Throttled as exc:
+        response = _error(429, "rate_limited", str(exc.detail))
+        response["Retry-After"] = str(getattr(exc, "wait", None) or 60)
+        return response
+    if found is not None or request.user.is_authenticated:
+        return None
+    return _unauthenticated("Authentication credentials were not provided.")
+
+
+def _unauthenticated(message: str) -> JsonResponse:
+    response = _error(401, "not_authenticated", message)
+    response["WWW-Authenticate"] = "Bearer"
+    return response
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
+# Only GET is served, and it changes nothing: other methods get the 405 below rather than
+# the CSRF middleware's HTML page.
+@csrf_exempt
 async def job_stream(request: HttpRequest) -> HttpResponseBase:
     response: HttpResponseBase
     if request.method != "GET":
         response = _error(405, "method_not_allowed", f'Method "{request.method}" not allowed.')
         response["Allow"] = "GET"
         return response
-    user, reason = await sync_to_async(_authenticate)(request)
-    if user is None:
-        response = _error(401, "not_authenticated", reason)
-        response["WWW-Authenticate"] = "Bearer"
-        return response
+    if refusal := await read_and_release(_refusal, request):
+        return refusal
     response = StreamingHttpResponse(_events(), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     # Tell nginx-style proxies not to buffer the stream.
@@ -88,7 +95,7 @@ async def _events() -> AsyncIterator[bytes]:
     client = hub.join()
     try:
         await hub.wait_settled(SUBSCRIBE_WAIT_SECONDS)
-        stats = await sync_to_async(current_stats)()
+        stats = await read_and_release(current_stats)
         first = f"retry: {RETRY_MILLISECONDS}\n\n".encode() + frame(STATS_UPDATED, stats)
         if hub.redis_up is False:
             first += frame(STREAM_STATUS, {"redis": "down"})
@@ -123,7 +130,6 @@ async def _follow(hub: EventHub, queue: asyncio.Queue[bytes | None]) -> AsyncIte
 
 async def stream_status(request: HttpRequest) -> HttpResponse:
     """This process's hub: connected clients, its reader, Redis as last seen."""
-    user, reason = await sync_to_async(_authenticate)(request)
-    if user is None:
-        return _error(401, "not_authenticated", reason)
+    if refusal := await read_and_release(_refusal, request):
+        return refusal
     return JsonResponse(get_hub().counts())

@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.staticfiles import finders
 from django.core.exceptions import RequestDataTooBig
 from django.core.management import call_command
+from django.test import Client
 from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
@@ -186,6 +187,16 @@ def test_wrong_method_is_405(operator_client):
     assert set(response["Allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
 
 
+@pytest.mark.parametrize("path", ["/api/jobs/stream", "/api/v1/jobs/stream"])
+@pytest.mark.parametrize("method", ["post", "put", "delete"])
+def test_writing_to_the_event_stream_is_a_405_envelope_not_a_csrf_page(operator, path, method):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(operator)
+    response = getattr(browser, method)(path)
+    assert_error(response, 405, "method_not_allowed")
+    assert response["Allow"] == "GET"
+
+
 @pytest.mark.parametrize("debug", [False, True])
 def test_unexpected_error_is_500_without_a_trace_and_logged_with_the_request_id(
     viewer_client, settings, monkeypatch, caplog, debug
@@ -211,10 +222,6 @@ def test_unexpected_error_is_500_without_a_trace_and_logged_with_the_request_id(
 
 def test_rate_limit_is_429_with_retry_after(viewer_client, settings):
     settings.API_RATE_LIMIT = "2/min"
-    settings.CACHES = {
-        **settings.CACHES,
-        "default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4()}"},
-    }
     assert viewer_client.get(JOBS).status_code == 200
     assert viewer_client.get(f"{JOBS}/stats").status_code == 200
     response = viewer_client.get(JOBS)

@@ -25,9 +25,9 @@ DLQ = "/admin/jobs/deadletterjob/"
 
 @pytest.fixture
 def superuser_client() -> Client:
-    get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
     client = Client()
-    client.login(username="root", password="pw-root")
+    client.force_login(root)
     return client
 
 
@@ -36,7 +36,7 @@ def looker_client() -> Client:
     user = get_user_model().objects.create_user("looker", password="pw-looker", is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="view_job"))
     client = Client()
-    client.login(username="looker", password="pw-looker")
+    client.force_login(user)
     return client
 
 
@@ -253,7 +253,7 @@ def test_an_operator_with_change_but_not_delete_may_retry_but_not_purge(worker: 
     user = get_user_model().objects.create_user("half", password="pw-half", is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="change_job"))
     client = Client()
-    client.login(username="half", password="pw-half")
+    client.force_login(user)
     first, second = to_dlq(worker), to_dlq(worker)
 
     choices = dict(client.get(DLQ).context["action_form"].fields["action"].choices)

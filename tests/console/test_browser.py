@@ -60,6 +60,7 @@ def server_environment() -> dict[str, str]:
         "DATABASE_URL": f"postgres://{credentials}@{host}:{db['PORT'] or 5432}/{db['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
         "SCHEDULER_EVENTS_CHANNEL": settings.SCHEDULER_EVENTS_CHANNEL,
+        "CACHE_KEY_PREFIX": f"test-browser-{uuid.uuid4().hex}",
         "DJANGO_SETTINGS_MODULE": "scheduler_project.settings",
         "PYTHONUNBUFFERED": "1",
     }

@@ -9,11 +9,9 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import re
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,6 +27,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client as DjangoClient
 from django.utils import timezone
 
+from benchmarks.api_load import Daphne, named, server_connections
 from jobs import state
 from jobs.api.auth import issue_token
 from jobs.events import RedisEventBus, get_event_bus
@@ -39,7 +38,6 @@ from jobs.stats import current_stats
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
-DAPHNE = str(Path(sys.executable).with_name("daphne"))
 JOB_EVENTS = {
     "job.created",
     "job.started",
@@ -54,34 +52,7 @@ JOB_EVENTS = {
 # --- a real server and a real client ----------------------------------------------------------
 
 
-class Server:
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        self.process = subprocess.Popen(
-            [DAPHNE, "-e", "tcp:0:interface=127.0.0.1", "scheduler_project.asgi:application"],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        self.port = self._wait_for_port()
-
-    def _wait_for_port(self) -> int:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            found = re.search(r"Listening on TCP address 127\.0\.0\.1:(\d+)", self.log())
-            if found:
-                return int(found.group(1))
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.1)
-        self.stop()
-        raise AssertionError(f"daphne did not start:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
+class Server(Daphne):
     def get_json(self, path: str, token: str) -> tuple[int, dict[str, Any]]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
@@ -90,16 +61,6 @@ class Server:
             return response.status, json.loads(response.read())
         finally:
             conn.close()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
 
 
 class SseClient:
@@ -223,9 +184,9 @@ def test_the_stream_refuses_anonymous_and_bad_tokens(start_server: Callable[...,
 
 
 def test_a_console_session_may_read_the_v1_stream(start_server: Callable[..., Server]) -> None:
-    get_user_model().objects.create_user(username="console-user", password="pw-console-user")
+    user = get_user_model().objects.create_user(username="console-user")
     browser = DjangoClient()
-    assert browser.login(username="console-user", password="pw-console-user")
+    browser.force_login(user)
     cookie = f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
     server = start_server()
 
@@ -516,3 +477,139 @@ def test_the_stream_reports_redis_loss_and_recovers_with_fresh_stats(
         assert seen[-1]["data"] == after
     finally:
         stream.close()
+
+
+# --- capacity ---------------------------------------------------------------------------------
+
+
+def process_status(pid: int) -> dict[str, int]:
+    """Threads and resident memory (kB) of a process, from /proc."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return {"threads": int(fields["Threads"]), "rss_kb": int(fields["VmRSS"].split()[0])}
+
+
+class RawStream:
+    """One stream read with asyncio, so that hundreds fit in one test process."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.received = b""
+
+    @classmethod
+    async def open(cls, port: int, token: str) -> RawStream:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            f"GET /api/jobs/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {token}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        stream = cls(reader, writer)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        await stream.wait_for(b"event: stats.updated\n")
+        return stream
+
+    async def wait_for(self, marker: bytes, timeout: float = 20) -> None:
+        async def read() -> None:
+            while marker not in self.received:
+                chunk = await self.reader.read(65536)
+                assert chunk, f"the server closed the stream after {self.received!r}"
+                self.received += chunk
+
+        await asyncio.wait_for(read(), timeout)
+
+    async def close(self) -> None:
+        self.writer.close()
+        await self.writer.wait_closed()
+
+
+def test_500_streams_hold_no_database_connection_nor_thread_and_others_are_served(
+    start_server: Callable[..., Server], subprocess_env: dict[str, str], token: str
+) -> None:
+    """With a pool of 2 connections, 500 open streams leave the API and /health answering,
+    and the server's threads and connections do not grow: a stream that kept either would
+    show in the counts, or starve the other clients."""
+    name = f"sse-capacity-{uuid.uuid4().hex[:8]}"
+    server = start_server(
+        DATABASE_URL=named(subprocess_env["DATABASE_URL"], name),
+        DATABASE_POOL_MIN_SIZE="1",
+        DATABASE_POOL_MAX_SIZE="2",
+        DATABASE_POOL_TIMEOUT="3",
+    )
+    pid = server.process.pid
+    loop = asyncio.new_event_loop()
+
+    def hub_clients() -> int:
+        status, counts = server.get_json("/api/jobs/stream/status", token)
+        assert status == 200
+        return int(counts["clients"])
+
+    def wait_until_no_client() -> None:
+        deadline = time.monotonic() + 10
+        while hub_clients():
+            assert time.monotonic() < deadline, "the server still counts clients"
+            time.sleep(0.1)
+
+    def others_are_served() -> None:
+        started = time.monotonic()
+        assert server.get_json("/api/v1/health", token)[0] == 200
+        assert server.get_json("/api/v1/jobs/stats", token)[0] == 200
+        assert time.monotonic() - started < 3
+
+    def open_500() -> list[RawStream]:
+        # At most 50 connects in flight: daphne's listen backlog is 50.
+        gate = asyncio.Semaphore(50)
+
+        async def one() -> RawStream:
+            async with gate:
+                return await RawStream.open(server.port, token)
+
+        async def many() -> list[RawStream]:
+            return list(await asyncio.gather(*(one() for _ in range(500))))
+
+        return loop.run_until_complete(many())
+
+    def close_all(streams: list[RawStream]) -> None:
+        async def close() -> None:
+            await asyncio.gather(*(stream.close() for stream in streams))
+
+        loop.run_until_complete(close())
+        wait_until_no_client()
+
+    def everyone_sees_a_new_job(streams: list[RawStream]) -> None:
+        created = state.enqueue("noop", {"to": "all"}, priority=2)
+        marker = f'"id":"{created["id"]}"'.encode()
+
+        async def wait() -> None:
+            await asyncio.gather(*(stream.wait_for(marker) for stream in streams))
+
+        loop.run_until_complete(wait())
+
+    try:
+        # A first burst sets the process's memory high-water mark (Python keeps the arenas
+        # it grew); the baseline is the warmed-up server, which the second burst returns to.
+        close_all(open_500())
+        others_are_served()
+        baseline = process_status(pid)
+
+        streams = open_500()
+        try:
+            clients = hub_clients()
+            while_open = process_status(pid)
+            database_connections = server_connections(name)
+            others_are_served()
+            everyone_sees_a_new_job(streams)
+        finally:
+            close_all(streams)
+        after = process_status(pid)
+    finally:
+        loop.close()
+
+    assert clients == 500
+    assert database_connections <= 2
+    # Short requests (the status and health calls above) each run on a thread of their own
+    # for a moment: a few come and go, 500 held ones would show.
+    assert while_open["threads"] <= baseline["threads"] + 4, (baseline, while_open)
+    assert after["rss_kb"] - baseline["rss_kb"] <= 5 * 1024, (baseline, after)

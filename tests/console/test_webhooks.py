@@ -66,7 +66,10 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
+def receiver(settings: Any, subprocess_env: dict[str, str]) -> Iterator[Receiver]:
+    # This test's own receiver, on loopback: allowed here and in the worker processes.
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    subprocess_env["OUTBOUND_ALLOWED_NETWORKS"] = "127.0.0.1/32"
     server = Receiver()
     yield server
     server.close()

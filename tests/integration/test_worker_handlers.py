@@ -48,7 +48,9 @@ class Recorder(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def http_server() -> Iterator[str]:
+def http_server(settings: Any) -> Iterator[str]:
+    # This test's own server, on loopback: allowed by name, as a deployment would.
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     Recorder.requests = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     server.daemon_threads = True

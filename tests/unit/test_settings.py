@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from scheduler_project.devservices.postgres_server import EmbeddedPostgres
 
@@ -20,6 +21,7 @@ SETTINGS = ROOT / "scheduler_project" / "settings.py"
 DEVSERVICES = ROOT / "scheduler_project" / "devservices"
 ENV_FUNCTIONS = {"env_str", "env_int", "env_float", "env_bool", "env_list"}
 TRUE_WORDS = {"1", "true", "yes", "on"}
+DEVELOPMENT_KEY = "dev-insecure-secret-key-change-me-in-production-0123456789"
 
 
 def knobs_read_by_settings() -> dict[str, str]:
@@ -129,6 +131,7 @@ def test_the_embedded_postgres_url_points_django_at_its_socket(load_settings, tm
 def test_environment_overrides_defaults(load_settings):
     settings = load_settings(
         DEBUG="false",
+        SECRET_KEY="a-long-random-production-key-" + "x" * 40,
         SCHEDULER_CONCURRENCY="9",
         SCHEDULER_BACKOFF_BASE_SECONDS="2.5",
         ALLOWED_HOSTS="jobs.example, admin.example",
@@ -141,6 +144,34 @@ def test_environment_overrides_defaults(load_settings):
     assert settings["ALLOWED_HOSTS"] == ["jobs.example", "admin.example"]
     assert settings["CACHES"]["default"]["LOCATION"] == "unix:///run/redis.sock?db=2"
     assert settings["DATABASES"]["default"]["TEST"]["NAME"] == "test_other"
+
+
+@pytest.mark.parametrize("secret_key", [None, "", "  ", DEVELOPMENT_KEY])
+def test_production_refuses_to_start_without_a_secret_key_of_its_own(load_settings, secret_key):
+    environment = {"DEBUG": "false"}
+    if secret_key is not None:
+        environment["SECRET_KEY"] = secret_key
+    with pytest.raises(ImproperlyConfigured, match="SECRET_KEY") as refused:
+        load_settings(**environment)
+    assert "secrets.token_urlsafe" in str(refused.value)
+
+
+def test_development_may_use_the_development_key(load_settings):
+    assert load_settings()["SECRET_KEY"] == DEVELOPMENT_KEY
+
+
+def test_https_settings_for_a_tls_proxy(load_settings):
+    settings = load_settings(
+        SECURE_PROXY_SSL_HEADER_NAME="X-Forwarded-Proto",
+        SECURE_HSTS_SECONDS="31536000",
+        SESSION_COOKIE_SECURE="true",
+        TRUSTED_PROXIES="1",
+    )
+    assert settings["SECURE_PROXY_SSL_HEADER"] == ("HTTP_X_FORWARDED_PROTO", "https")
+    assert settings["SECURE_HSTS_SECONDS"] == 31536000
+    assert settings["SESSION_COOKIE_SECURE"] is True
+    assert settings["TRUSTED_PROXIES"] == 1
+    assert load_settings()["SECURE_PROXY_SSL_HEADER"] is None
 
 
 def test_dotenv_is_read_and_the_real_environment_wins(load_settings):
@@ -172,7 +203,10 @@ def test_env_example_shows_the_defaults_settings_really_use(load_settings):
     database = settings["DATABASES"]["default"]
     actual = {
         **{name: settings[name] for name in knobs if name in settings},
-        "DATABASE_CONN_MAX_AGE": database["CONN_MAX_AGE"],
+        **{
+            f"DATABASE_POOL_{option.upper()}": value
+            for option, value in database["OPTIONS"]["pool"].items()
+        },
         "DATABASE_TEST_NAME": database["TEST"]["NAME"],
     }
 

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
 
 from worker.schedulers import SCHEDULERS
 from worker.worker import Worker
@@ -40,6 +41,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # A worker holds a fixed set of connections for its whole life: its loop's and its
+        # listener's, plus one per running handler that queries, closed when it returns.
+        # A pool (settings: for web processes) would only keep more of them open, idle.
+        connection.close()
+        connection.settings_dict["OPTIONS"].pop("pool", None)
         worker = Worker(
             scheduler=options["scheduler"],
             concurrency=options["concurrency"],

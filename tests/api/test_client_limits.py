@@ -1,0 +1,84 @@
+"""Who a client is (X-Forwarded-For only behind trusted proxies), and the limits keyed on
+it: the anonymous rate limit and failed token attempts."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import RequestFactory
+from rest_framework.test import APIClient
+
+from jobs.api.clients import client_address
+
+from .test_job_routes import assert_error
+
+pytestmark = pytest.mark.django_db
+
+ROOT = "/api/v1/"
+JOBS = "/api/v1/jobs"
+
+
+@pytest.mark.parametrize(
+    ("proxies", "forwarded", "expected"),
+    [
+        (0, None, "198.51.100.9"),
+        (0, "203.0.113.7", "198.51.100.9"),
+        (1, None, "198.51.100.9"),
+        (1, "203.0.113.7", "203.0.113.7"),
+        (1, "6.6.6.6, 203.0.113.7", "203.0.113.7"),
+        (2, "6.6.6.6, 203.0.113.7, 10.0.0.2", "203.0.113.7"),
+        (2, "203.0.113.7", "203.0.113.7"),
+    ],
+)
+def test_the_client_is_read_behind_the_trusted_proxies_only(settings, proxies, forwarded, expected):
+    settings.TRUSTED_PROXIES = proxies
+    headers = {"HTTP_X_FORWARDED_FOR": forwarded} if forwarded else {}
+    request = RequestFactory().get("/", REMOTE_ADDR="198.51.100.9", **headers)
+    assert client_address(request) == expected
+
+
+def test_the_anonymous_rate_limit_cannot_be_dodged_with_x_forwarded_for(settings):
+    settings.API_RATE_LIMIT = "2/min"
+    client = APIClient(REMOTE_ADDR="198.51.100.9")
+    answers = [client.get(ROOT, HTTP_X_FORWARDED_FOR=f"203.0.113.{n}") for n in range(3)]
+    assert [a.status_code for a in answers[:2]] == [200, 200]
+    assert_error(answers[2], 429, "rate_limited")
+
+
+def test_behind_a_trusted_proxy_clients_are_counted_apart_and_forged_entries_ignored(settings):
+    settings.API_RATE_LIMIT = "2/min"
+    settings.TRUSTED_PROXIES = 1
+    proxy = APIClient(REMOTE_ADDR="10.0.0.2")
+    for client in ["203.0.113.1", "203.0.113.2", "203.0.113.3"]:
+        assert proxy.get(ROOT, HTTP_X_FORWARDED_FOR=client).status_code == 200
+    forged = [
+        proxy.get(ROOT, HTTP_X_FORWARDED_FOR=f"6.6.6.{n}, 203.0.113.1").status_code
+        for n in range(2)
+    ]
+    assert forged == [200, 429]
+
+
+def test_failed_token_attempts_are_limited_per_client_address(settings, viewer_client):
+    settings.API_TOKEN_FAILURE_LIMIT = "3/min"
+    good = viewer_client._credentials["HTTP_AUTHORIZATION"]
+    guesser = APIClient(REMOTE_ADDR="203.0.113.66")
+    for n in range(3):
+        answer = guesser.get(JOBS, HTTP_AUTHORIZATION=f"Bearer jsk_guess-{n}")
+        assert_error(answer, 401, "not_authenticated")
+
+    # Now even a good token is refused from there, for the rest of the minute...
+    refused = guesser.get(JOBS, HTTP_AUTHORIZATION=good)
+    assert_error(refused, 429, "rate_limited")
+    assert int(refused["Retry-After"]) == 60
+    stream = guesser.get("/api/jobs/stream", HTTP_AUTHORIZATION=good)
+    assert_error(stream, 429, "rate_limited")
+    # ... while other addresses, and requests without a token, are served.
+    assert (
+        APIClient(REMOTE_ADDR="203.0.113.67").get(JOBS, HTTP_AUTHORIZATION=good).status_code == 200
+    )
+    assert guesser.get("/api/v1/health").status_code == 200
+
+
+def test_successful_token_use_is_not_counted(settings, viewer_client):
+    settings.API_TOKEN_FAILURE_LIMIT = "3/min"
+    for _ in range(10):
+        assert viewer_client.get(JOBS).status_code == 200
