@@ -177,7 +177,7 @@ CACHES = {
 # one client address, that pair is refused for LOGIN_LOCKOUT_MINUTES, whatever the password.
 # Attempts and lockouts are listed in the admin ("Axes"); a success resets the count.
 AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",
+    "jobs.console.lockout.LockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
@@ -196,7 +196,7 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # Content Security Policy (django-csp) on every page: scripts, styles, images and
 # connections from this site only. The console has no inline script, style or event handler
-# (htmx's own indicator style is off in its config, and console.css has it), so nothing
+# (htmx's own indicator style is off in its config: no page uses indicators), so nothing
 # needs 'unsafe-inline'. Swagger UI's page is the one exception: it is an inline script.
 CONTENT_SECURITY_POLICY = {
     "EXCLUDE_URL_PREFIXES": ["/api-docs"],

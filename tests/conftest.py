@@ -26,6 +26,14 @@ from jobs.roles import Role, assign_role
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    # This process runs workers, listeners and servers on threads of its own, whose
+    # connections are never handed back to a pool: each would hold a pool slot for good.
+    # Connections here are plain ones; the servers the tests start use the pool.
+    settings.DATABASES["default"]["OPTIONS"].pop("pool", None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_event_channel() -> None:
     # Redis pub/sub ignores database numbers, so each test process gets its own channel.

@@ -44,6 +44,7 @@ ERROR_CODES = (
     "not_acceptable",
     "invalid_state",
     "payload_too_large",
+    "request_too_large",
     "unsupported_media_type",
     "rate_limited",
     "internal_error",

@@ -147,13 +147,38 @@ def user(name: str, role: Role | None, **flags: Any) -> Any:
     return created
 
 
+# Chromium reports a blocked script, style or connection as a console error; the page also
+# gets a securitypolicyviolation event, relayed to the console here in case it says less.
+REPORT_CSP_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  console.error(`CSP violation: ${event.violatedDirective} ${event.blockedURI}`);
+});
+"""
+
+
 @pytest.fixture
-def page(browser: Browser, live_server_url: str) -> Iterator[Page]:
+def csp_violations() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def page(browser: Browser, live_server_url: str, csp_violations: list[str]) -> Iterator[Page]:
     context = browser.new_context(base_url=live_server_url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(REPORT_CSP_VIOLATIONS)
     opened = context.new_page()
+    opened.on(
+        "console",
+        lambda message: (
+            csp_violations.append(message.text)
+            if "Content Security Policy" in message.text or "CSP violation" in message.text
+            else None
+        ),
+    )
     yield opened
     context.close()
+    # Every browser test doubles as a check that the console works under its CSP.
+    assert csp_violations == []
 
 
 def log_in(page: Page, username: str, path: str = "/") -> None:
@@ -314,3 +339,30 @@ def test_the_admin_retry_action_takes_a_job_out_of_the_dlq(page: Page) -> None:
     retried = Job.objects.get(id=dead["id"])
     assert retried.status == JobStatus.PENDING and not retried.in_dlq
     assert Job.objects.get(id=kept["id"]).in_dlq
+
+
+def test_every_console_page_has_a_csp_that_blocks_inline_script(
+    page: Page, csp_violations: list[str]
+) -> None:
+    user("cora", Role.OPERATOR)
+    dead = dead_letter("flaky", {}, "simulated failure")
+    log_in(page, "cora")
+    for path in ["/", "/jobs", "/jobs/new", f"/jobs/{dead['id']}", "/dlq", "/settings"]:
+        response = page.goto(path)
+        assert response is not None and response.status == 200, path
+        policy = response.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "style-src 'self'" in policy, path
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
+
+    # The policy is enforced, and a violation would be seen by the other tests.
+    page.evaluate(
+        """() => {
+            const script = document.createElement("script");
+            script.textContent = "window.injected = true";
+            document.body.appendChild(script);
+        }"""
+    )
+    page.wait_for_timeout(200)
+    assert page.evaluate("window.injected === undefined")
+    assert any("script-src" in violation for violation in csp_violations)
+    csp_violations.clear()

@@ -433,7 +433,7 @@ def test_operator_manages_webhooks_from_settings(as_operator: Client) -> None:
     created = as_operator.post(
         "/settings/webhooks",
         {
-            "url": "http://127.0.0.1:9/hooks",
+            "url": "https://hooks.example.com/hooks",
             "event_types": ["job.dlq_entry", "job.completed"],
             "secret": "whsec-123",
         },
@@ -442,11 +442,11 @@ def test_operator_manages_webhooks_from_settings(as_operator: Client) -> None:
     hook = Webhook.objects.get()
     assert hook.event_types == ["job.dlq_entry", "job.completed"]
     page = text(created)
-    assert "http://127.0.0.1:9/hooks" in page and "whsec-123" not in page
+    assert "https://hooks.example.com/hooks" in page and "whsec-123" not in page
     tested = as_operator.post(f"/settings/webhooks/{hook.id}/test", follow=True)
     delivery = Job.objects.get(type="http_request")
     assert f"Test delivery queued as job {str(delivery.id)[:8]}" in text(tested)
-    assert delivery.payload["url"] == "http://127.0.0.1:9/hooks"
+    assert delivery.payload["url"] == "https://hooks.example.com/hooks"
     as_operator.post(f"/settings/webhooks/{hook.id}/delete")
     assert not Webhook.objects.exists()
 
