@@ -36,7 +36,8 @@ TIME_FIELDS = {
     "updated": "updated_at",
 }
 
-_MILLISECONDS = re.compile(r"^-?\d{1,20}$")
+# Whole milliseconds; `16.0` is the same integer (JSON Schema and many clients say so).
+_MILLISECONDS = re.compile(r"^(-?\d{1,20})(\.0*)?$")
 TIME_FORMAT_MESSAGE = (
     "Enter Unix milliseconds (e.g. 1781136000000) or an ISO 8601 date-time "
     "(e.g. 2026-06-11T00:00:00Z)."
@@ -54,13 +55,15 @@ def parse_instant(value: Any) -> datetime:
     arrived unencoded in a query string (and so became a space) is still understood.
     Raises InstantError for anything else, and for a time outside `jobs.limits`' years.
     """
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return _from_milliseconds(value)
     if not isinstance(value, str):
         raise InstantError(TIME_FORMAT_MESSAGE)
     text = value.strip()
-    if _MILLISECONDS.match(text):
-        return _from_milliseconds(int(text))
+    if milliseconds := _MILLISECONDS.match(text):
+        return _from_milliseconds(int(milliseconds.group(1)))
     for candidate in (text, text.replace(" ", "+")):
         try:
             parsed = parse_datetime(candidate)

@@ -20,14 +20,15 @@ LIST_PARAMS = frozenset({"page", "limit", "format"})
 def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[Job]:
     """Jobs matching the `GET /jobs` query `params`, ordered, with their job objects.
 
-    An unknown parameter or a value that does not parse is a JobValidationError naming it:
-    a typo must not silently widen the list.
+    An unknown parameter, an empty one or a value that does not parse is a
+    JobValidationError naming it: a typo must not silently widen the list.
     """
-    errors: dict[str, list[str]] = {
-        name: ["Unknown query parameter."]
-        for name in params
-        if name not in JobFilter.base_filters and name not in LIST_PARAMS
-    }
+    errors: dict[str, list[str]] = {}
+    for name, value in params.items():
+        if name not in JobFilter.base_filters and name not in LIST_PARAMS:
+            errors[name] = ["Unknown query parameter."]
+        elif value == "":
+            errors[name] = ["Empty: give a value, or leave the parameter out."]
     queryset = Job.objects.filter(in_dlq=True) if dlq_only else Job.objects.all()
     filterset = JobFilter(params, queryset=queryset)
     if not filterset.is_valid():

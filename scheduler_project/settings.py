@@ -259,6 +259,13 @@ SPECTACULAR_SETTINGS = {
     # The docs are public: no credentials are read, so a bad Authorization header is ignored.
     "SERVE_AUTHENTICATION": [],
     "COMPONENT_SPLIT_REQUEST": True,
+    # 3.1 schemas are JSON Schema 2020-12, the dialect of the handlers' payload schemas, which
+    # the body of POST /jobs embeds as they are.
+    "OAS_VERSION": "3.1.0",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "jobs.api.schema.job_create_body",
+    ],
     # Swagger UI's files are served from our own static files: no CDN, works offline.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -10,9 +10,12 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
+from jobs import limits
 from jobs.filters import InstantFilter, JobFilter
+from jobs.models import RecurInterval
+from jobs.registry import registry
 
-from .errors import error_body
+from .errors import UNAVAILABLE_MESSAGE, error_body
 from .serializers import INSTANT_SCHEMA, ErrorSerializer
 
 
@@ -75,10 +78,17 @@ _ERRORS: dict[int, tuple[str, str, str, dict[str, Any]]] = {
         "Internal error. The server log has the details under this request id.",
         {},
     ),
+    503: (
+        "unavailable",
+        "The database cannot be reached (down, restarting, cut off); `Retry-After` says when "
+        "to try again. Nothing was changed.",
+        UNAVAILABLE_MESSAGE,
+        {},
+    ),
 }
 
-READ_ERRORS = (401, 429, 500)
-WRITE_ERRORS = (401, 403, 413, 429, 500)
+READ_ERRORS = (401, 429, 500, 503)
+WRITE_ERRORS = (401, 403, 413, 429, 500, 503)
 
 
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
@@ -103,7 +113,8 @@ def _filter_schema(spec: django_filters.Filter) -> Any:
         return {"type": kind, "enum": values}
     if isinstance(spec, InstantFilter):
         return INSTANT_SCHEMA
-    return OpenApiTypes.STR
+    # A text filter: anything but NUL (Django's forms refuse it), and never empty.
+    return {"type": "string", "minLength": 1, "pattern": "^[^\\x00]+$"}
 
 
 def list_parameters() -> list[OpenApiParameter]:
@@ -119,13 +130,13 @@ def list_parameters() -> list[OpenApiParameter]:
     parameters += [
         OpenApiParameter(
             "page",
-            OpenApiTypes.INT,
+            {"type": "integer", "minimum": 1},
             OpenApiParameter.QUERY,
             description="1-based. Past the last page: 404 not_found (page 1 is always 200).",
         ),
         OpenApiParameter(
             "limit",
-            OpenApiTypes.INT,
+            {"type": "integer", "minimum": 1, "maximum": settings.API_MAX_PAGE_SIZE},
             OpenApiParameter.QUERY,
             description=f"Jobs per page: default {settings.API_PAGE_SIZE}, at most "
             f"{settings.API_MAX_PAGE_SIZE} (more is a 400).",
@@ -140,3 +151,61 @@ JOB_ID_PARAMETER = OpenApiParameter(
     OpenApiParameter.PATH,
     description="A job id; anything that is not a UUID is a 400.",
 )
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+# The fields every job type shares, with the rules `jobs.state.enqueue` applies to them.
+_COMMON_FIELDS: dict[str, dict[str, Any]] = {
+    "priority": {"type": "integer", "enum": [1, 2, 3], "description": "1 = high, 3 = low."},
+    "scheduled_at": {
+        **_nullable(INSTANT_SCHEMA),
+        "description": "Must be in the future; absent or null means due now.",
+    },
+    "recur_interval": {"enum": [*RecurInterval.values, None], "description": "Absent: once."},
+    "depends_on": {
+        **_nullable({"type": "string", "format": "uuid"}),
+        "description": "An existing job that is not cancelled; this one waits until that one "
+        "is completed.",
+    },
+    "max_retries": {
+        **_nullable({"type": "integer", "minimum": 1, "maximum": 10}),
+        "description": f"Attempts before the dead-letter queue; null or absent: "
+        f"{settings.SCHEDULER_DEFAULT_MAX_RETRIES}.",
+    },
+}
+_PAYLOAD_LIMITS = (
+    f"It may nest at most {limits.MAX_JSON_DEPTH} arrays and objects, and no key or string "
+    "may hold NUL (\\u0000) or a lone UTF-16 surrogate."
+)
+
+
+def job_create_body(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """POSTPROCESSING_HOOK: the body of POST /jobs as the rules really are, one branch per
+    registered job type, each with that type's own payload schema."""
+    branches = [
+        {
+            "type": "object",
+            "title": name,
+            "properties": {
+                "type": {"const": name, "description": "The job type."},
+                "payload": {
+                    **registry.get(name).schema,
+                    "description": f"The payload of a {name} job. {_PAYLOAD_LIMITS}",
+                },
+                **_COMMON_FIELDS,
+            },
+            "required": ["type", "payload", "priority"],
+            "additionalProperties": False,
+        }
+        for name in registry.names()
+    ]
+    result["components"]["schemas"]["JobCreateRequest"] = {
+        "oneOf": branches,
+        "description": "A new job. Unknown fields are refused.",
+    }
+    return result

@@ -15,15 +15,27 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from jobs import limits
 from jobs.filters import InstantError, parse_instant
 from jobs.models import AttemptStatus, JobStatus, RecurInterval
 
 from .errors import ERROR_CODES
 
-INSTANT_SCHEMA = {
-    "oneOf": [
-        {"type": "integer", "description": "Unix milliseconds"},
-        {"type": "string", "format": "date-time", "description": "ISO 8601"},
+INSTANT_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": limits.MAX_MILLISECONDS,
+            "description": "Unix milliseconds",
+        },
+        {
+            "type": "string",
+            "format": "date-time",
+            "pattern": f"^{limits.WRITTEN_YEAR_PATTERN}-",
+            "description": f"ISO 8601, written with a year from {limits.EARLIEST_YEAR} to "
+            f"{limits.LATEST_YEAR}",
+        },
     ]
 }
 
@@ -91,7 +103,9 @@ class JobSerializer(serializers.Serializer):
     cancelled_at = serializers.DateTimeField(allow_null=True)
     next_retry_at = serializers.DateTimeField(allow_null=True)
     last_error = serializers.CharField(allow_null=True)
-    result = serializers.JSONField(allow_null=True)
+    result = serializers.JSONField(
+        help_text="What the handler returned (any JSON); null until then."
+    )
     worker_id = serializers.UUIDField(allow_null=True)
 
 

@@ -1,0 +1,56 @@
+"""The documented limits of `jobs.limits`, and the schema's spelling of them."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from jobs import limits
+
+
+def test_the_year_pattern_of_the_schema_matches_exactly_the_years_in_range():
+    pattern = re.compile(f"^{limits.WRITTEN_YEAR_PATTERN}$")
+    for year in range(1, 10_000):
+        written = f"{year:04d}"
+        in_range = limits.written_year_in_range(datetime(year, 6, 1))
+        assert bool(pattern.match(written)) is in_range, written
+
+
+def test_the_range_in_milliseconds_is_the_years_in_utc():
+    last = limits.EPOCH + timedelta(milliseconds=limits.MAX_MILLISECONDS)
+    assert last == datetime(limits.LATEST_YEAR, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC)
+
+
+def test_any_instant_in_range_with_any_offset_leaves_room_for_its_deadline():
+    latest = datetime(limits.LATEST_YEAR, 12, 31, 23, 59, 59, 999_999)
+    for hours in (-23, 0, 23):
+        written = latest.replace(tzinfo=UTC) - timedelta(hours=hours)
+        assert written < limits.END_OF_TIME
+    assert limits.END_OF_TIME + timedelta(days=30) < datetime.max.replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ({"a": [1, "x"]}, []),
+        ({"a": "x\x00"}, ["payload.a holds the NUL character"]),
+        ({"k\x00": 1}, ["payload.k\\u0000 (key) holds the NUL character"]),
+        ({"a": ["\ud800"]}, ["payload.a[0] holds a lone UTF-16 surrogate"]),
+        ({"a": {"b": {}}}, ["payload.a.b nests more than 2 arrays and objects"]),
+    ],
+)
+def test_json_errors_name_the_path_of_each_problem(value, found):
+    errors = limits.json_errors(value, name="payload", max_depth=2)
+    assert len(errors) == len(found)
+    for message, start in zip(errors, found, strict=True):
+        assert message.startswith(start)
+
+
+def test_json_walk_does_not_recurse_on_deep_values():
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    (message,) = limits.json_errors(deep, name="payload")
+    assert "nests more than 32" in message
