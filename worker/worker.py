@@ -54,7 +54,7 @@ from .maintenance import (
     runnable_jobs,
 )
 from .outcome import describe
-from .processor import Outcome, Processor
+from .processor import Attempt, Outcome, Processor
 from .schedulers import ScheduledJob, make_scheduler
 from .wakeup import Listener
 
@@ -111,6 +111,8 @@ class Worker:
         # Since when the loop has reached the database without a break (None: not since the
         # last error). The rescuer judges other workers' silence only over that time.
         self._in_sight_since: datetime | None = None
+        # Log lines taken from attempts whose write is not known to be committed yet.
+        self._unwritten_logs: dict[uuid.UUID, list[tuple[datetime, str, str]]] = {}
         self.feeder: Feeder
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -385,6 +387,8 @@ class Worker:
                 self.scheduler.insert(entry)
             raise
         self._unreported = []
+        for outcome in outcomes:
+            self._unwritten_logs.pop(outcome.attempt.job.attempt_id, None)
         self._offer(offers)
         # Jobs popped but not claimed were taken by another worker (or cancelled): dropped.
         if len(claimed) < len(popped):
@@ -406,7 +410,7 @@ class Worker:
         of recurring series, released dependents), for this worker's scheduler. The other
         workers hear of those through NOTIFY."""
         for outcome in outcomes:
-            self._flush_logs(outcome)
+            self._write_logs(outcome.attempt)
         offers = [entry for o in outcomes if o.error is not None for entry in self._fail(o)]
         successes = [
             state.Success(o.attempt.job.id, o.attempt.job.attempt_id, o.result, o.finished_at)
@@ -458,23 +462,26 @@ class Worker:
         retry_at = outcome.finished_at + failure.retry_delay
         return [ScheduledJob.from_row({**failed, "run_at": retry_at})]
 
-    def _flush_logs(self, outcome: Outcome) -> None:
-        entries = outcome.attempt.logs.take()
-        if entries:
-            job = outcome.attempt.job
-            state.append_logs(job.id, job.attempt_id, entries)
+    def _write_logs(self, attempt: Attempt) -> None:
+        """Write the attempt's new log lines. They stay in `_unwritten_logs` until the caller
+        knows they are committed: a write that failed (database away) is made again."""
+        lines = self._unwritten_logs.setdefault(attempt.job.attempt_id, [])
+        lines += attempt.logs.take()
+        if lines:
+            state.append_logs(attempt.job.id, attempt.job.attempt_id, lines)
 
     def _flush_running_logs(self) -> None:
         for attempt in list(self.processor.running.values()):
-            entries = attempt.logs.take()
-            if entries:
-                state.append_logs(attempt.job.id, attempt.job.attempt_id, entries)
+            self._write_logs(attempt)
+            self._unwritten_logs.pop(attempt.job.attempt_id, None)
 
     def _held_claims(self) -> dict[uuid.UUID, uuid.UUID]:
         return {job_id: a.job.attempt_id for job_id, a in self.processor.running.items()}
 
     def _lose(self, job_id: uuid.UUID) -> None:
-        if self.processor.lose(job_id) is not None:
+        attempt = self.processor.lose(job_id)
+        if attempt is not None:
+            self._unwritten_logs.pop(attempt.job.attempt_id, None)
             logger.warning(
                 "job %s: claim lost (cancelled or rescued); handler told to stop", job_id
             )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import socket
 
+import psycopg
 import pytest
 from django.db import connection
 
 from jobs import state
-from jobs.models import JobAttempt
+from jobs.models import JobAttempt, JobLog
 
 from .conftest import job_status, wait_for
 
@@ -49,3 +50,34 @@ def test_worker_survives_losing_its_database_connections(start_worker):
     assert worker.popen.poll() is None
     logs = worker.logs()
     assert "database unavailable" in logs or "listener lost its connection" in logs, logs
+
+
+def test_log_lines_of_an_outcome_survive_an_exchange_cut_short(start_worker):
+    worker = start_worker()
+    worker.wait_registered()
+    job = state.enqueue("sleep", {"seconds": 1, "lines_after": 2})
+    wait_for(lambda: job_status(job["id"]) == "processing")
+
+    # Hold the job's row: the worker's exchange, which writes the attempt's log lines and
+    # completes the job in one transaction, waits on it; then its connection is cut.
+    with psycopg.connect(**connection.get_connection_params()) as holder:
+        holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [job["id"]])
+        waiting = wait_for(lambda: backends_waiting_on_a_lock(holder), what="the exchange to wait")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s) AS pid", [waiting])
+        holder.rollback()
+
+    wait_for(lambda: job_status(job["id"]) == "completed", timeout=15)
+    messages = JobLog.objects.filter(job_id=job["id"]).values_list("message", flat=True)
+    assert sorted(messages) == ["late line 0 of attempt 1", "late line 1 of attempt 1"]
+    assert "database unavailable" in worker.logs()
+
+
+def backends_waiting_on_a_lock(holder: psycopg.Connection) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> %s",
+            [holder.info.backend_pid],
+        )
+        return [row[0] for row in cursor.fetchall()]
