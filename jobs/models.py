@@ -248,6 +248,28 @@ class JobLog(models.Model):
         return f"{self.level} {self.message[:40]}"
 
 
+class LastPrune(models.Model):
+    """What the pruner did last (`jobs.retention`), for the console: one row, written only by
+    the pruner holding the prune turn."""
+
+    ONLY = 1
+
+    # When a pruner last looked for jobs past their retention.
+    checked_at = models.DateTimeField()
+    # The last pass that removed jobs: its first and last batch, and what it removed.
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    jobs = models.PositiveBigIntegerField(default=0)
+    attempts = models.PositiveBigIntegerField(default=0)
+    logs = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        db_table = "job_last_prune"
+
+    def __str__(self) -> str:
+        return f"{self.jobs} jobs pruned by {self.finished_at}"
+
+
 class WorkerStatus(models.TextChoices):
     RUNNING = "running", "Running"
     # Got a shutdown signal: claims nothing new, finishing what it runs.

@@ -442,7 +442,7 @@ def purge_many(job_ids: Sequence[uuid.UUID] | None) -> int:
             in_dlq = in_dlq.filter(id__in=list(job_ids))
         targets = list(in_dlq.values_list("id", flat=True))
         dependents = _cancel_dependents(targets, "was purged from the dead-letter queue")
-        purged = len(fetch("purge_dlq_jobs", {"job_ids": targets}))
+        purged = int(fetch("purge_dlq_jobs", {"job_ids": targets})[0]["purged"])
         notifier.emit_after_commit([("job.cancelled", j) for j in dependents], counts_changed=True)
     return purged
 

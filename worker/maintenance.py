@@ -9,6 +9,8 @@ returns what it did as counts, so tests call it directly and the worker loop onl
   (`jobs.state.rescue_lost`).
 - ClaimWatch: notices running attempts whose claim is gone (cancelled, rescued) so their
   handler is told to stop and their outcome is not waited for.
+- Pruner: deletes finished jobs past their retention (`jobs.retention`), one bounded batch
+  per run, at once again after a full batch, so a backlog drains between the loop's claims.
 - CountFold: collapses the rows the job counters appended (`jobs.stats.fold_counts`), so a
   read of `/jobs/stats` sums a few rows.
 
@@ -26,7 +28,7 @@ from typing import Any
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from jobs import state, stats
+from jobs import retention, state, stats
 from jobs.models import Worker, WorkerStatus
 
 from .schedulers import ScheduledJob
@@ -173,3 +175,22 @@ class CountFold(Unit):
 
     def run_once(self) -> dict[str, int]:
         return {"folded": stats.fold_counts()}
+
+
+class Pruner(Unit):
+    name = "pruner"
+
+    def __init__(self, *, interval: float, batch: int) -> None:
+        self.every = interval
+        self.interval = interval
+        self.batch = batch
+        self._more = False
+
+    def run_once(self) -> dict[str, int]:
+        pruned = retention.prune(limit=self.batch, continues=self._more)
+        # Another worker prunes now; this one looks again at its next pass.
+        self._more = pruned is not None and pruned.more
+        self.interval = 0.0 if self._more else self.every
+        if pruned is None:
+            return {"jobs": 0, "attempts": 0, "logs": 0}
+        return {"jobs": pruned.jobs, "attempts": pruned.attempts, "logs": pruned.logs}

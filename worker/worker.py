@@ -8,7 +8,7 @@ timer, a maintenance unit falling due, or a signal.
 Each turn of the loop:
 1. takes what arrived in the inbox (outcomes, notifications, feed requests);
 2. runs the maintenance units that are due (heartbeat, rescuer, feeder, claim watch,
-   counter fold);
+   counter fold, pruner);
 3. moves jobs whose time has come from the timer heap into the scheduler;
 4. fails the attempts over their timeout, and reports outcomes in batches (one
    `complete` for all successes, one `fail` per failure, after writing their logs);
@@ -49,6 +49,7 @@ from .maintenance import (
     CountFold,
     Feeder,
     Heartbeat,
+    Pruner,
     Rescuer,
     Unit,
     runnable_jobs,
@@ -201,6 +202,12 @@ class Worker:
             _Timed(self.feeder),
             _Timed(claims),
             _Timed(CountFold(interval=_FOLD_SECONDS)),
+            _Timed(
+                Pruner(
+                    interval=settings.SCHEDULER_PRUNE_INTERVAL,
+                    batch=settings.SCHEDULER_PRUNE_BATCH,
+                )
+            ),
         ]
 
     def _install_signal_handlers(self) -> dict[int, Any]:

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Count, QuerySet, TextField
 from django.db.models.functions import Cast, TruncHour
 from django.utils import timezone
+from django.utils.timesince import timesince
 
 from jobs.display import STATES, job_display_state
 from jobs.models import (
@@ -21,9 +22,11 @@ from jobs.models import (
     JobDependency,
     JobLog,
     JobStatus,
+    LastPrune,
     Worker,
     WorkerStatus,
 )
+from jobs.retention import Retention, last_prune
 from jobs.stats import current_stats
 
 # Stat cards in display order: (key in the stats object, card label, the display state whose
@@ -80,6 +83,34 @@ def dlq_insight(newest: int = 5, top: int = 5) -> DlqInsight:
         newest=list(dlq.order_by("-updated_at")[:newest]),
         top_types=failures_by_type(top),
     )
+
+
+@dataclass(frozen=True)
+class RetentionStatus:
+    completed: str
+    dlq: str
+    every: str
+    last: LastPrune | None
+
+
+def retention_status() -> RetentionStatus:
+    """The retention settings in words, and what the pruner did last."""
+    kept = Retention.from_settings()
+    return RetentionStatus(
+        completed=_for(kept.completed) if kept.completed else "forever",
+        dlq=_for(kept.dlq) if kept.dlq else "until retried or purged",
+        every=_duration(timedelta(seconds=settings.SCHEDULER_PRUNE_INTERVAL)),
+        last=last_prune(),
+    )
+
+
+def _for(kept: timedelta) -> str:
+    return f"for {_duration(kept)} after they finished"
+
+
+def _duration(span: timedelta) -> str:
+    now = timezone.now()
+    return timesince(now - span, now)
 
 
 @dataclass(frozen=True)

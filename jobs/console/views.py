@@ -50,6 +50,7 @@ def dashboard(request: ConsoleRequest) -> HttpResponse:
             "insight": selectors.dlq_insight(),
             "nodes": selectors.node_health(),
             "feed": selectors.log_feed(),
+            "retention": selectors.retention_status(),
         },
     )
 

@@ -199,24 +199,12 @@ RETURNING j.id, j.priority, j.run_at, j.created_at, scheduler_job_object(j)::tex
 -- name: purge_dlq_jobs
 -- Delete dead-letter jobs with their attempts, logs and edges; all of them when `job_ids`
 -- is NULL. Dependents are cancelled first by the caller.
-WITH target AS (
+SELECT deleted_jobs AS purged
+FROM scheduler_delete_jobs(ARRAY(
     SELECT id FROM jobs
     WHERE status = 'failed' AND in_dlq
       AND (%(job_ids)s::uuid[] IS NULL OR id = ANY(%(job_ids)s::uuid[]))
-    FOR UPDATE
-), logs AS (
-    DELETE FROM job_logs WHERE job_id IN (SELECT id FROM target)
-), attempts AS (
-    DELETE FROM job_attempts WHERE job_id IN (SELECT id FROM target)
-), edges AS (
-    DELETE FROM job_dependencies
-    WHERE job_id IN (SELECT id FROM target) OR depends_on_id IN (SELECT id FROM target)
-), unlinked AS (
-    UPDATE jobs SET previous_run_id = NULL
-    WHERE previous_run_id IN (SELECT id FROM target) AND id NOT IN (SELECT id FROM target)
-)
-DELETE FROM jobs WHERE id IN (SELECT id FROM target)
-RETURNING id;
+    FOR UPDATE));
 
 -- name: rescue_lost_jobs
 -- Take back jobs whose worker is gone: those of workers that missed their heartbeat past
@@ -326,3 +314,39 @@ WITH folded AS (
     SELECT key, sum(n) FROM folded GROUP BY key HAVING sum(n) <> 0
 )
 SELECT count(*) AS folded FROM folded;
+
+-- name: take_prune_turn
+-- One pruner at a time: the others skip their turn rather than wait, or delete the same
+-- rows twice. Held until the pruner's transaction ends.
+SELECT pg_try_advisory_xact_lock(hashtext('scheduler_prune')) AS ours;
+
+-- name: lock_prunable_jobs
+-- Up to `limit` jobs past their retention, oldest first: completed or cancelled before
+-- `finished_before`, dead letters failed before `dlq_before` (NULL keeps them all). Jobs a
+-- waiting job depends on are passed over, here already so that a batch is never full of
+-- them. Locked rows are skipped: a job someone is acting on is not pruned under them.
+SELECT id FROM jobs
+WHERE id IN ((SELECT id FROM jobs
+              WHERE status = 'completed' AND completed_at < %(finished_before)s
+                AND NOT scheduler_waited_on(id)
+              ORDER BY completed_at LIMIT %(limit)s)
+             UNION ALL
+             (SELECT id FROM jobs
+              WHERE status = 'cancelled' AND cancelled_at < %(finished_before)s
+                AND NOT scheduler_waited_on(id)
+              ORDER BY cancelled_at LIMIT %(limit)s)
+             UNION ALL
+             (SELECT id FROM jobs
+              WHERE in_dlq AND updated_at < %(dlq_before)s
+                AND NOT scheduler_waited_on(id)
+              ORDER BY updated_at LIMIT %(limit)s))
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: prune_jobs
+-- Delete the locked candidates, asking again (a statement later, so it sees dependency
+-- edges committed meanwhile) whether a waiting job depends on one. A job added with
+-- `depends_on` one of them waits on its row lock, then finds it gone: a 400, never an edge
+-- to a deleted job.
+SELECT * FROM scheduler_delete_jobs(
+    ARRAY(SELECT id FROM unnest(%(job_ids)s::uuid[]) AS id WHERE NOT scheduler_waited_on(id)));

@@ -138,3 +138,33 @@ $$ BEGIN
     INSERT INTO job_counts (key, n)
     SELECT scheduler_count_key(status, in_dlq), count(*) FROM jobs GROUP BY 1;
 END $$;
+
+-- Whether a job that is still to finish depends on `upstream`: such a job is never deleted
+-- by the pruner (its dependent would lose its `depends_on`, or the upstream it waits for).
+CREATE OR REPLACE FUNCTION scheduler_waited_on(upstream uuid) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT EXISTS (SELECT 1 FROM job_dependencies dep JOIN jobs waiting ON waiting.id = dep.job_id
+                  WHERE dep.depends_on_id = upstream
+                    AND waiting.status NOT IN ('completed', 'cancelled')) $$;
+
+-- Delete jobs with what hangs off them: their logs, attempts and dependency edges; the next
+-- run of a recurring job keeps its place (its `previous_run_id` is cleared). One statement,
+-- so the job counters' triggers count it once. Purging the DLQ and pruning both call it.
+CREATE OR REPLACE FUNCTION scheduler_delete_jobs(
+    ids uuid[], OUT deleted_jobs bigint, OUT deleted_attempts bigint, OUT deleted_logs bigint
+)
+LANGUAGE sql VOLATILE AS
+$$ WITH logs AS (
+       DELETE FROM job_logs WHERE job_id = ANY(ids) RETURNING 1
+   ), attempts AS (
+       DELETE FROM job_attempts WHERE job_id = ANY(ids) RETURNING 1
+   ), edges AS (
+       DELETE FROM job_dependencies WHERE job_id = ANY(ids) OR depends_on_id = ANY(ids)
+   ), unlinked AS (
+       UPDATE jobs SET previous_run_id = NULL
+       WHERE previous_run_id = ANY(ids) AND NOT id = ANY(ids)
+   ), deleted AS (
+       DELETE FROM jobs WHERE id = ANY(ids) RETURNING 1
+   )
+   SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM attempts),
+          (SELECT count(*) FROM logs) $$;

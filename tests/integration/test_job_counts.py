@@ -17,8 +17,8 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from jobs import state
-from jobs.models import Job, JobStatus, Worker
+from jobs import retention, state
+from jobs.models import Job, JobStatus, LastPrune, Worker
 from jobs.sql import query
 from jobs.stats import COUNTERS, current_stats, fold_counts
 from worker.maintenance import CountFold
@@ -78,6 +78,7 @@ class Actor:
                 (2, self.retry),
                 (1, self.purge),
                 (1, self.rescue),
+                (1, self.prune),
                 (1, self.fold),
             ]
             weights = [weight for weight, _ in actions]
@@ -180,6 +181,18 @@ class Actor:
         state.release(self.worker.id, "released by the counts test")
         return "rescue"
 
+    def prune(self) -> str:
+        # Some finished jobs are made a week old, then a batch past the retention is pruned.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE jobs SET completed_at = completed_at - interval '8 days',"
+                " cancelled_at = cancelled_at - interval '8 days'"
+                " WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'cancelled')"
+                " ORDER BY random() LIMIT 5)"
+            )
+        retention.prune(limit=self.rng.randint(1, 10), continues=False)
+        return "prune"
+
     def fold(self) -> str:
         fold_counts()
         return "fold"
@@ -208,12 +221,13 @@ def test_counters_equal_count_star_under_a_concurrent_randomized_workload() -> N
     # Every kind of change really happened, so the equality below covers each of them.
     for action in ("create", "create_many", "create_dependent", "claim", "complete", "fail"):
         assert done[action] > 0, done
-    for action in ("cancel", "retry", "purge", "empty_dlq", "rescue", "fold"):
+    for action in ("cancel", "retry", "purge", "empty_dlq", "rescue", "prune", "fold"):
         assert done[action] > 0, done
     assert snapshots > 10
     counters = current_stats()
     assert counters == true_counts()
     assert counters["total"] > 0 and counters["dlq"] + counters["completed"] > 0
+    assert LastPrune.objects.get().jobs > 0
     fold_counts()
     assert current_stats() == counters
 

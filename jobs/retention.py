@@ -1,0 +1,107 @@
+"""Retention: finished jobs older than their retention are deleted with their attempts and
+logs, in bounded batches, by one pruner at a time (`worker.maintenance.Pruner` runs it).
+
+- Completed and cancelled jobs go `SCHEDULER_RETAIN_COMPLETED` seconds after they finished.
+- Dead-letter jobs stay until an operator retries or purges them, unless
+  `SCHEDULER_RETAIN_DLQ` gives them a retention too (counted from their last failure).
+- A job that a job still waiting depends on is never deleted: its dependent would lose its
+  `depends_on` (and, for one not yet released, the upstream it waits for).
+
+A zero retention keeps those jobs forever. Deleting changes the job counters in the same
+transaction (the triggers of `job_counts`), so `/jobs/stats` stays exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from .models import LastPrune
+from .notifier import notifier
+from .sql import fetch
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long finished jobs are kept; None keeps them forever."""
+
+    completed: timedelta | None
+    dlq: timedelta | None
+
+    @classmethod
+    def from_settings(cls) -> Retention:
+        return cls(
+            completed=_kept_for(settings.SCHEDULER_RETAIN_COMPLETED),
+            dlq=_kept_for(settings.SCHEDULER_RETAIN_DLQ),
+        )
+
+
+def _kept_for(seconds: float) -> timedelta | None:
+    return timedelta(seconds=seconds) if seconds > 0 else None
+
+
+@dataclass(frozen=True)
+class Pruned:
+    jobs: int
+    attempts: int
+    logs: int
+    # The batch was full: more jobs past their retention may be waiting.
+    more: bool
+
+
+def prune(*, limit: int, continues: bool, retention: Retention | None = None) -> Pruned | None:
+    """Delete up to `limit` jobs past their retention, oldest first, in one transaction.
+
+    None when another pruner holds the turn. A batch that removed jobs is recorded as the
+    last prune: a new one, or added to it when `continues` (the previous batch was full).
+    """
+    retention = retention or Retention.from_settings()
+    now = timezone.now()
+    with transaction.atomic():
+        if not fetch("take_prune_turn", {})[0]["ours"]:
+            return None
+        candidates = fetch(
+            "lock_prunable_jobs",
+            {
+                "finished_before": _before(now, retention.completed),
+                "dlq_before": _before(now, retention.dlq),
+                "limit": limit,
+            },
+        )
+        row = fetch("prune_jobs", {"job_ids": [r["id"] for r in candidates]})[0]
+        pruned = Pruned(
+            row["deleted_jobs"],
+            row["deleted_attempts"],
+            row["deleted_logs"],
+            more=len(candidates) >= limit,
+        )
+        _record(pruned, now, continues)
+        if pruned.jobs:
+            notifier.emit_after_commit([], counts_changed=True)
+    return pruned
+
+
+def _before(now: datetime, kept_for: timedelta | None) -> datetime | None:
+    return None if kept_for is None else now - kept_for
+
+
+def _record(pruned: Pruned, now: datetime, continues: bool) -> None:
+    """Only the holder of the prune turn gets here, so the one row has one writer."""
+    last, _ = LastPrune.objects.get_or_create(pk=LastPrune.ONLY, defaults={"checked_at": now})
+    last.checked_at = now
+    if pruned.jobs:
+        if not continues or last.started_at is None:
+            last.started_at, last.jobs, last.attempts, last.logs = now, 0, 0, 0
+        last.finished_at = now
+        last.jobs += pruned.jobs
+        last.attempts += pruned.attempts
+        last.logs += pruned.logs
+    last.save()
+
+
+def last_prune() -> LastPrune | None:
+    return LastPrune.objects.filter(pk=LastPrune.ONLY).first()
