@@ -94,8 +94,10 @@ class Job(models.Model):
             ),
         ]
         indexes = [
+            # In claim order, so that a claim reads its first entries and stops, whatever
+            # the planner's statistics say (ARCHITECTURE.md, "The claim's plan").
             models.Index(
-                fields=["run_at"],
+                fields=["virtual_deadline", "created_at", "id"],
                 name="jobs_claimable_idx",
                 condition=Q(
                     status__in=[JobStatus.PENDING, JobStatus.FAILED],

@@ -8,6 +8,8 @@
 -- Claim up to `limit` runnable jobs, optionally only among `job_ids` (the worker's heap
 -- order). Each claim opens an attempt whose id is the fencing token of the claim. Returns
 -- the token and the API job object as text, which its `job.started` event reuses.
+-- The WHERE clause is the claimable index's predicate and the ORDER BY its key, so the
+-- planner reads that index's first entries and stops, whatever its statistics say.
 WITH due AS (
     SELECT id
     FROM jobs
@@ -268,7 +270,7 @@ SELECT pg_notify(%(channel)s, payload) FROM unnest(%(payloads)s::text[]) AS payl
 
 -- name: runnable_jobs
 -- The worker's feeder: runnable jobs due before `horizon` (or only `job_ids`), with what the
--- in-memory scheduler orders them by. Served by the partial index on claimable jobs.
+-- in-memory scheduler orders them by. The claimable index serves it in order.
 SELECT id, priority, run_at, created_at
 FROM jobs
 WHERE status IN ('pending', 'failed')
