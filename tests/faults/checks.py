@@ -11,9 +11,10 @@ What must hold, fault by fault:
   of a worker cut off from PostgreSQL that was rescued, whose late outcome the fencing token
   refused.
 
-Requests are counted in the window in which they were sent, jobs in the window in which
-their first attempt ended (a lost attempt ends when it is rescued, within its fault's
-window), or began if it never ended, or in which they were created if they never started.
+Requests are counted in the window in which they were answered (a request sent just before
+a fault may be answered by it), jobs in the window in which their first attempt ended (a
+lost attempt ends when it is rescued, within its fault's window), or began if it never
+ended, or in which they were created if they never started.
 """
 
 from __future__ import annotations

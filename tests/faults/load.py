@@ -21,7 +21,7 @@ _TIMEOUT_SECONDS = 30.0
 
 @dataclass(frozen=True)
 class Answer:
-    at: float  # time.time() when the request was sent
+    at: float  # time.time() when the answer came (or its absence was certain)
     method: str
     status: int  # 0: no answer (connection refused, reset or timed out)
     retry_after: bool  # a Retry-After header came with it
@@ -86,19 +86,18 @@ class Load:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        sent = time.time()
         try:
             connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()
             content = response.read()
         except (OSError, http.client.HTTPException):
-            answer = Answer(sent, method, 0, False, None)
+            answer = Answer(time.time(), method, 0, False, None)
         else:
             job_id = None
             if method == "POST" and response.status == 201:
                 job_id = json.loads(content)["id"]
             retry_after = response.getheader("Retry-After") is not None
-            answer = Answer(sent, method, response.status, retry_after, job_id)
+            answer = Answer(time.time(), method, response.status, retry_after, job_id)
         with self._lock:
             self.answers.append(answer)
         return answer
