@@ -47,8 +47,14 @@ class Job(models.Model):
     next_retry_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
+    # No index of its own: reads by worker go through the partial `jobs_worker_idx`.
     worker = models.ForeignKey(
-        "Worker", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+        "Worker",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="jobs",
+        db_index=False,
     )
     # When the job last became runnable (scheduled time, retry time, or dependency done).
     run_at = models.DateTimeField()
@@ -196,7 +202,8 @@ class AttemptStatus(models.TextChoices):
 class JobAttempt(models.Model):
     # The id is the fencing token handed to the worker that made this attempt.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    # Indexed by `job_attempts_job_idx` (job_id, started_at).
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     attempt_number = models.PositiveIntegerField()
     status = models.CharField(
         max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING
@@ -207,8 +214,14 @@ class JobAttempt(models.Model):
     error_type = models.CharField(max_length=200, null=True, blank=True)
     error_message = models.TextField(null=True, blank=True)
     stack_trace = models.TextField(null=True, blank=True)
+    # Not indexed: nothing reads attempts by worker.
     worker = models.ForeignKey(
-        "Worker", null=True, blank=True, on_delete=models.SET_NULL, related_name="attempts"
+        "Worker",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="attempts",
+        db_index=False,
     )
 
     class Meta:
@@ -233,7 +246,8 @@ class JobAttempt(models.Model):
 
 
 class JobLog(models.Model):
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="logs")
+    # Indexed by `job_logs_job_idx` (job_id, created_at).
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="logs", db_index=False)
     attempt = models.ForeignKey(
         JobAttempt, null=True, blank=True, on_delete=models.CASCADE, related_name="logs"
     )
