@@ -4,15 +4,25 @@ updates and the SSE stream (`jobs.live`) read them from the channel.
 Publishing never raises: jobs keep running while Redis is away, and events resume when it
 is back. After a failed publish the bus stays quiet for `RETRY_AFTER_SECONDS` so that a
 dead Redis does not cost every transition a connect timeout.
+
+A committed transition does not wait for Redis either: `publish_batch` hands its events to
+the process's one `BackgroundPublisher` thread, which drains everything queued since its
+last command and publishes it with one command, in the order it was committed. So a burst
+of single enqueues costs Redis one command per drain, not one per job. The queue is
+bounded (a stalled Redis drops the overflow with a warning rather than grow without end or
+block the caller), and it is flushed at process exit (`flush()`, also for tests).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
 import threading
 import time
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
@@ -110,6 +120,76 @@ def get_event_bus() -> RedisEventBus:
         return _bus
 
 
+class BackgroundPublisher:
+    """The thread that publishes this process's events, many per Redis command, in order."""
+
+    MAX_QUEUED = 100_000  # events; beyond this, new ones are dropped (Redis stalled)
+    MAX_PER_COMMAND = 1_000
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._queue: deque[tuple[str, dict[str, Any]]] = deque()
+        self._in_flight = 0
+        self._dropped = 0
+        self._thread: threading.Thread | None = None
+
+    def submit(self, events: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Queue `events` for publication; never blocks on Redis, never raises."""
+        if not events:
+            return
+        with self._ready:
+            if self._thread is None:
+                self._start()
+            if len(self._queue) + len(events) > self.MAX_QUEUED:
+                self._dropped += len(events)
+                return
+            self._queue.extend(events)
+            self._ready.notify_all()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything queued so far was published (or dropped); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._ready:
+            while self._queue or self._in_flight:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._thread is None or not self._thread.is_alive():
+                    return False
+                self._ready.wait(remaining)
+        return True
+
+    def forget_parent(self) -> None:
+        """In a forked child: the parent's thread, queue and lock are not ours to use."""
+        self.__init__()  # type: ignore[misc]
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="event-publisher", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._queue:
+                    self._ready.wait()
+                count = min(len(self._queue), self.MAX_PER_COMMAND)
+                events = [self._queue.popleft() for _ in range(count)]
+                self._in_flight = count
+                dropped, self._dropped = self._dropped, 0
+            if dropped:
+                logger.warning("event queue full: %d events dropped", dropped)
+            try:
+                get_event_bus().publish_many(events)
+            except Exception:  # the bus logs Redis errors itself; anything else must not
+                logger.exception("event publisher failed on %d events", count)  # stop the thread
+            with self._ready:
+                self._in_flight = 0
+                self._ready.notify_all()
+
+
+background_publisher = BackgroundPublisher()
+atexit.register(background_publisher.flush)
+os.register_at_fork(after_in_child=background_publisher.forget_parent)
+
+
 def publish_batch(batch: Batch) -> None:
-    """The notifier's subscriber: a committed transition's events, in one command."""
-    get_event_bus().publish_many(batch.events)
+    """The notifier's subscriber: a committed transition's events, queued for publication."""
+    background_publisher.submit(batch.events)

@@ -141,7 +141,7 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
     return errors
 
 
-def _new_job(spec: JobSpec, now: datetime, pending_dependencies: int = 0) -> Job:
+def _new_job(spec: JobSpec, now: datetime) -> Job:
     run_at = spec.scheduled_at or now
     return Job(
         type=spec.type,
@@ -155,7 +155,6 @@ def _new_job(spec: JobSpec, now: datetime, pending_dependencies: int = 0) -> Job
         updated_at=now,
         run_at=run_at,
         virtual_deadline=virtual_deadline(spec.priority, run_at),
-        pending_dependencies=pending_dependencies,
     )
 
 
@@ -178,30 +177,47 @@ def enqueue(
     errors = _validate(spec, now)
     if errors:
         raise JobValidationError(errors)
+    if depends_on is None:
+        # One statement, atomic on its own: inside the caller's transaction it commits with
+        # it, outside one it commits at once. Its own transaction would only add round trips.
+        created = _create(spec, now, pending_dependencies=0)
+        notifier.emit_after_commit([("job.created", created)])
+        return created
     with transaction.atomic():
-        pending_dependencies = 0
-        if depends_on is not None:
-            # The row lock orders us against the upstream's completion or cancellation, and
-            # those transitions re-read the edges in a later statement, so none is missed.
-            upstream = Job.objects.select_for_update().filter(id=depends_on).first()
-            if upstream is None:
-                raise JobValidationError({"depends_on": [f"No job with id {depends_on}."]})
-            if upstream.status == JobStatus.CANCELLED:
-                raise JobValidationError(
-                    {"depends_on": [f"Job {depends_on} is cancelled; it will never complete."]}
-                )
-            pending_dependencies = 0 if upstream.status == JobStatus.COMPLETED else 1
-        job = _new_job(spec, now, pending_dependencies)
-        job.save(force_insert=True)
-        if depends_on is not None:
-            JobDependency.objects.create(job=job, depends_on_id=depends_on)
-        if pending_dependencies == 0:
-            _notify_runnable(
-                [{"id": job.id, "priority": job.priority, "run_at": job.run_at, "created_at": now}]
+        # The row lock orders us against the upstream's completion or cancellation, and
+        # those transitions re-read the edges in a later statement, so none is missed.
+        upstream = Job.objects.select_for_update().filter(id=depends_on).first()
+        if upstream is None:
+            raise JobValidationError({"depends_on": [f"No job with id {depends_on}."]})
+        if upstream.status == JobStatus.CANCELLED:
+            raise JobValidationError(
+                {"depends_on": [f"Job {depends_on} is cancelled; it will never complete."]}
             )
-        created = get_job(job.id)
+        pending_dependencies = 0 if upstream.status == JobStatus.COMPLETED else 1
+        job_id = _create(spec, now, pending_dependencies)["id"]
+        JobDependency.objects.create(job_id=job_id, depends_on_id=depends_on)
+        created = get_job(job_id)  # its object names the edge, written after the row
         notifier.emit_after_commit([("job.created", created)])
     return created
+
+
+def _create(spec: JobSpec, now: datetime, pending_dependencies: int) -> JobObject:
+    """Insert one validated job, waking the workers when it is runnable (`create_job`)."""
+    (row,) = fetch(
+        "create_job",
+        {
+            "type": spec.type,
+            "payload": Jsonb(spec.payload),
+            "priority": spec.priority,
+            "max_retries": spec.max_retries or settings.SCHEDULER_DEFAULT_MAX_RETRIES,
+            "run_at": spec.scheduled_at or now,
+            "recur_interval": spec.recur_interval,
+            "now": now,
+            "pending_dependencies": pending_dependencies,
+            "channel": RUNNABLE_CHANNEL,
+        },
+    )
+    return EncodedJob(row["job"])
 
 
 def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 2000) -> int:

@@ -14,7 +14,7 @@ at most one `stats.updated` per interval, and never a stale last one.
 import threading
 import time
 
-from .events import STATS_UPDATED, get_event_bus
+from .events import STATS_UPDATED, background_publisher
 from .notifier import Batch
 from .sql import fetch
 
@@ -63,7 +63,8 @@ class StatsPublisher:
                 return
             self._dirty = False
             self._last_published = time.monotonic()
-        get_event_bus().publish(STATS_UPDATED, current_stats())
+        # Queued behind the events of the commit that moved them, in one Redis command.
+        background_publisher.submit([(STATS_UPDATED, current_stats())])
 
 
 stats_publisher = StatsPublisher()

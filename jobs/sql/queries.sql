@@ -264,6 +264,29 @@ WHERE EXISTS (SELECT 1 FROM jobs
               WHERE id = %(job_id)s AND status = 'processing'
                 AND current_attempt_id = %(attempt_id)s);
 
+-- name: create_job
+-- Create one job (`jobs.state.enqueue`) and, when it waits on nothing, wake the listening
+-- workers with its id, priority, run_at and created_at, in the same statement: the NOTIFY
+-- is delivered when the surrounding transaction commits, and never without the job.
+WITH new AS (
+    INSERT INTO jobs (id, type, payload, priority, status, attempt_count, max_retries,
+                      scheduled_at, recur_interval, in_dlq, created_at, updated_at,
+                      run_at, virtual_deadline, pending_dependencies)
+    VALUES (gen_random_uuid(), %(type)s, %(payload)s, %(priority)s, 'pending', 0,
+            %(max_retries)s, %(run_at)s, %(recur_interval)s, false, %(now)s, %(now)s,
+            %(run_at)s, scheduler_virtual_deadline(%(priority)s, %(run_at)s),
+            %(pending_dependencies)s)
+    RETURNING *
+), woken AS (
+    SELECT pg_notify(%(channel)s, json_build_object('id', id, 'priority', priority,
+                                                    'run_at', run_at,
+                                                    'created_at', created_at)::text)
+    FROM new
+    WHERE pending_dependencies = 0
+)
+SELECT new.id, scheduler_job_object(ROW(new.*)::jobs)::text AS job
+FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified;
+
 -- name: notify_runnable
 -- Wake the listening workers; delivered when the surrounding transaction commits.
 SELECT pg_notify(%(channel)s, payload) FROM unnest(%(payloads)s::text[]) AS payload;
