@@ -178,8 +178,9 @@ class BackgroundPublisher:
                 logger.warning("event queue full: %d events dropped", dropped)
             try:
                 get_event_bus().publish_many(events)
-            except Exception:  # the bus logs Redis errors itself; anything else must not
-                logger.exception("event publisher failed on %d events", count)  # stop the thread
+            except Exception:
+                # The bus logs Redis errors itself; nothing else may stop the thread.
+                logger.exception("event publisher failed on %d events", count)
             with self._ready:
                 self._in_flight = 0
                 self._ready.notify_all()
