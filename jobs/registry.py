@@ -20,11 +20,14 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
 
 HandlerFunc = Callable[..., Any]
+
+logger = logging.getLogger(__name__)
 
 
 class JobCancelled(Exception):
@@ -142,6 +145,18 @@ class HandlerRegistry:
             return self._handlers[name]
         except KeyError:
             raise UnknownJobType(name) from None
+
+    def load(self, name: str) -> HandlerSpec:
+        """`get`, first importing the module a dotted name lives in when the name is not
+        registered yet: a Django task's job type is its module path, and importing the
+        module declares the task, which registers it (`jobs.tasks_backend`). For names read
+        from stored jobs (the worker), never for names a client sent."""
+        if name not in self._handlers and "." in name:
+            try:
+                import_module(name.rpartition(".")[0])
+            except Exception:
+                logger.exception("importing the module of job type %r failed", name)
+        return self.get(name)
 
     def names(self) -> list[str]:
         return sorted(self._handlers)

@@ -293,6 +293,9 @@ SCHEDULER_RETAIN_COMPLETED = env_float("SCHEDULER_RETAIN_COMPLETED", 7 * 24 * 36
 SCHEDULER_RETAIN_DLQ = env_float("SCHEDULER_RETAIN_DLQ", 0.0)
 SCHEDULER_PRUNE_INTERVAL = env_float("SCHEDULER_PRUNE_INTERVAL", 60.0)
 SCHEDULER_PRUNE_BATCH = env_int("SCHEDULER_PRUNE_BATCH", 1000)
+# Django Tasks (django-tasks, the backport of Django 6.0's django.tasks): every `@task`
+# function's enqueue() becomes a job that `runworker` runs (jobs/tasks_backend.py).
+TASKS = {"default": {"BACKEND": "jobs.tasks_backend.SchedulerBackend"}}
 
 # The console.
 CONSOLE_STALE_WORKER_SECONDS = env_float("CONSOLE_STALE_WORKER_SECONDS", SCHEDULER_WORKER_TIMEOUT)

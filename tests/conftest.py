@@ -159,6 +159,11 @@ def events() -> Iterator[EventListener]:
 @pytest.fixture
 def subprocess_env(transactional_db: None) -> dict[str, str]:
     """Environment for a `manage.py` subprocess that must see this test's database."""
+    return subprocess_environment()
+
+
+def subprocess_environment() -> dict[str, str]:
+    """Environment for a `manage.py` subprocess that must see the test database."""
     db = connection.settings_dict
     credentials = quote(db["USER"] or "postgres", safe="")
     if db["PASSWORD"]:

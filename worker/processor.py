@@ -121,7 +121,7 @@ class Processor:
 
     def start(self, job: ClaimedJob) -> Attempt:
         try:
-            spec: HandlerSpec | None = registry.get(job.type)
+            spec: HandlerSpec | None = registry.load(job.type)
         except UnknownJobType:
             spec = None
         timeout = (spec.timeout if spec else None) or self.default_timeout

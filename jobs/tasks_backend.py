@@ -1,0 +1,240 @@
+"""A Django Tasks backend: `@task` functions (django-tasks, Django 6.0's `django.tasks`)
+become jobs of this scheduler, run by `runworker` like any other.
+
+    TASKS = {"default": {"BACKEND": "jobs.tasks_backend.SchedulerBackend"}}
+
+A task is a job type named by its module path (`myapp.tasks.send_welcome`): the backend
+registers that name in `jobs.registry` when the task is declared, with one handler for
+every task (`run_task`), so creating, claiming, retrying, the DLQ, the console and the
+admin treat it as any job type. A worker that meets the name before the module was
+imported imports it (`HandlerRegistry.load`); the `@task` decorator then registers it.
+
+The payload is `{"args", "kwargs", "priority", "queue_name", "run_after"}`: the call, and
+the task's own settings as Django states them, so `get_result()` gives back the task as
+it was enqueued. The job's columns carry what the scheduler acts on (`job_fields`).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from importlib import import_module
+from typing import Any, TypeVar
+
+from django.utils import timezone
+from django_tasks import TaskContext, TaskResult, TaskResultStatus
+from django_tasks.backends.base import BaseTaskBackend
+from django_tasks.base import Task, TaskError
+from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
+from django_tasks.signals import task_enqueued
+from django_tasks.utils import normalize_json
+from typing_extensions import ParamSpec
+
+from . import state
+from .models import Job, JobAttempt, JobStatus
+from .registry import JobContext, UnknownJobType, registry
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+# `jobs.type` is a varchar(100).
+TYPE_MAX_LENGTH = Job._meta.get_field("type").max_length or 100
+
+TASK_PAYLOAD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "args": {"type": "array", "description": "Positional arguments of the call."},
+        "kwargs": {"type": "object", "description": "Keyword arguments of the call."},
+        "priority": {
+            "type": "integer",
+            "minimum": -100,
+            "maximum": 100,
+            "description": "The task's Django priority (the job's priority is derived from it).",
+        },
+        "queue_name": {"type": "string", "description": "The task's queue."},
+        "run_after": {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "description": "The task's run_after, as given.",
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+def job_priority(task_priority: int) -> int:
+    """Django's priority (-100..100, higher runs sooner, default 0) on the scheduler's 1..3
+    (1 runs sooner, default 2): above zero is 1, zero is 2, below zero is 3. Within a band
+    the order is the scheduler's (deadline: enqueue time + priority x 20 min)."""
+    if task_priority > 0:
+        return 1
+    return 2 if task_priority == 0 else 3
+
+
+def job_fields(task: Task[Any, Any], now: datetime) -> dict[str, Any]:
+    """The job's columns for `task`: the one place Django's task settings are mapped."""
+    run_after = task.run_after
+    return {
+        "priority": job_priority(task.priority),
+        # A run_after already past means "now" (enqueue refuses a scheduled_at in the past).
+        "scheduled_at": run_after if run_after is not None and run_after > now else None,
+    }
+
+
+class SchedulerBackend(BaseTaskBackend):
+    """OPTIONS: `MAX_RETRIES`, the attempts a task's job gets (default
+    `SCHEDULER_DEFAULT_MAX_RETRIES`). QUEUES: the queue names tasks may use."""
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        self.max_retries: int | None = self.options.get("MAX_RETRIES")
+
+    def validate_task(self, task: Task[Any, Any]) -> None:
+        super().validate_task(task)
+        name = task.module_path
+        if len(name) > TYPE_MAX_LENGTH:
+            raise InvalidTaskError(
+                f"Task path {name!r} is longer than {TYPE_MAX_LENGTH} characters (a job type)."
+            )
+        if name not in registry:
+            doc = (task.func.__doc__ or "").strip().split("\n")[0]
+            registry.register(
+                name, schema=TASK_PAYLOAD_SCHEMA, description=doc or f"Django task {task.name}"
+            )(run_task)
+
+    def enqueue(
+        self,
+        task: Task[P, T],
+        args: P.args,  # type: ignore[valid-type]
+        kwargs: P.kwargs,  # type: ignore[valid-type]
+    ) -> TaskResult[T]:
+        self.validate_task(task)
+        # Django's own check and error for arguments that are not JSON (a TypeError).
+        args, kwargs = normalize_json(args), normalize_json(kwargs)
+        payload = {
+            "args": args,
+            "kwargs": kwargs,
+            "priority": task.priority,
+            "queue_name": task.queue_name,
+            "run_after": task.run_after.isoformat() if task.run_after else None,
+        }
+        job = state.enqueue(
+            task.module_path,
+            payload,
+            max_retries=self.max_retries,
+            **job_fields(task, timezone.now()),
+        )
+        result: TaskResult[T] = TaskResult(
+            task=task,
+            id=job["id"],
+            status=TaskResultStatus.READY,
+            enqueued_at=datetime.fromisoformat(job["created_at"]),
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id: str) -> TaskResult[Any]:
+        try:
+            job = Job.objects.get(id=uuid.UUID(str(result_id)))
+            spec = registry.load(job.type)
+        except (ValueError, Job.DoesNotExist, UnknownJobType):
+            raise TaskResultDoesNotExist(result_id) from None
+        if spec.func is not run_task:
+            raise TaskResultDoesNotExist(result_id)
+        return self._result(job, _task_at(job.type, job.payload))
+
+    def _result(self, job: Job, task: Task[Any, Any]) -> TaskResult[Any]:
+        attempts = list(JobAttempt.objects.filter(job=job).order_by("attempt_number", "started_at"))
+        result: TaskResult[Any] = TaskResult(
+            task=task,
+            id=str(job.id),
+            status=_status(job),
+            enqueued_at=job.created_at,
+            started_at=attempts[0].started_at if attempts else None,
+            finished_at=job.completed_at or job.cancelled_at or _dead_at(job, attempts),
+            last_attempted_at=attempts[-1].started_at if attempts else None,
+            args=job.payload.get("args", []),
+            kwargs=job.payload.get("kwargs", {}),
+            backend=self.alias,
+            errors=[_error(attempt) for attempt in attempts if attempt.error_type],
+            worker_ids=[str(attempt.worker_id or "") for attempt in attempts],
+        )
+        if job.status == JobStatus.COMPLETED:
+            object.__setattr__(result, "_return_value", job.result)
+        return result
+
+
+def _task_at(path: str, payload: dict[str, Any]) -> Task[Any, Any]:
+    module, _, name = path.rpartition(".")
+    found = getattr(import_module(module), name, None)
+    if not isinstance(found, Task):
+        raise TaskResultDoesNotExist(f"{path} is not a task")
+    run_after = payload.get("run_after")
+    return found.using(
+        priority=payload.get("priority"),
+        queue_name=payload.get("queue_name"),
+        run_after=datetime.fromisoformat(run_after) if run_after else None,
+    )
+
+
+def _status(job: Job) -> TaskResultStatus:
+    """A job waiting for a retry is READY again (Django: "ready to be executed again");
+    a dead letter and a cancelled job are FAILED (Django has no cancelled state)."""
+    if job.status == JobStatus.PROCESSING:
+        return TaskResultStatus.RUNNING
+    if job.status == JobStatus.COMPLETED:
+        return TaskResultStatus.SUCCESSFUL
+    if job.status == JobStatus.CANCELLED or job.in_dlq:
+        return TaskResultStatus.FAILED
+    return TaskResultStatus.READY
+
+
+def _dead_at(job: Job, attempts: list[JobAttempt]) -> datetime | None:
+    return attempts[-1].finished_at if job.in_dlq and attempts else None
+
+
+def _error(attempt: JobAttempt) -> TaskError:
+    return TaskError(
+        exception_class_path=_class_path(attempt.error_type or "", attempt.stack_trace or ""),
+        traceback=attempt.stack_trace or f"{attempt.error_type}: {attempt.error_message}",
+    )
+
+
+def _class_path(qualname: str, trace: str) -> str:
+    """`module.QualName` of the exception, as Django records it. The attempt keeps the
+    class's qualified name; Python's traceback prints the module before it on the last
+    line naming it (except for builtins). A failure raised by no code (a lost worker, a
+    timeout) has no trace: its recorded type is all there is."""
+    pattern = re.compile(rf"^(?:([\w.]+)\.)?{re.escape(qualname)}(?::|$)")
+    for line in reversed(trace.splitlines()):
+        if match := pattern.match(line):
+            return f"{match.group(1) or 'builtins'}.{qualname}"
+    return qualname
+
+
+def run_task(job: JobContext) -> Any:
+    """The handler of every task's job type: call the task named by the job's type."""
+    task = _task_at(job.type, job.payload)
+    args, kwargs = job.payload.get("args", []), job.payload.get("kwargs", {})
+    if task.takes_context:
+        backend = task.get_backend()
+        context = TaskContext(task_result=backend.get_result(str(job.id)))
+        value = task.call(context, *args, **kwargs)
+    else:
+        value = task.call(*args, **kwargs)
+    # As Django's backends: a tuple is returned as a list, anything else not JSON fails.
+    return normalize_json(value)
