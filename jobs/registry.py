@@ -10,6 +10,10 @@ any installed app's `handlers.py`, which `jobs.apps` discovers at start-up:
     @handler("resize_image", schema={"type": "object", "required": ["url"], ...}, timeout=60)
     def resize_image(job: JobContext):
         ...
+
+A schema may also be declared as a type (a dataclass, a TypedDict or a pydantic model):
+its JSON schema is derived with pydantic, payloads are checked against that schema, then
+by pydantic, and the handler's `job.payload` is an instance of the type.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import import_module
-from typing import Any
+from typing import Any, Generic
 
 from jsonschema import Draft202012Validator, ValidationError
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PayloadTypeError
+from typing_extensions import TypeVar
 
 HandlerFunc = Callable[..., Any]
+PayloadT = TypeVar("PayloadT", default=dict[str, Any])
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +43,13 @@ class JobCancelled(Exception):
 
 
 @dataclass
-class JobContext:
-    """What a handler receives: its job's payload, a logger into `job_logs`, a cancel flag."""
+class JobContext(Generic[PayloadT]):
+    """What a handler receives: its job's payload (an instance of the type its schema was
+    declared as, else the JSON object), a logger into `job_logs`, a cancel flag."""
 
     id: uuid.UUID
     type: str
-    payload: dict[str, Any]
+    payload: PayloadT
     attempt_id: uuid.UUID
     attempt_number: int
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
@@ -70,16 +79,35 @@ class HandlerSpec:
     # to a handler thread (and without a timeout, which only a separate thread can enforce).
     inline: bool = False
     validator: Draft202012Validator = field(repr=False, compare=False, default=None)
+    # The payload's declared type, when the schema was declared as one (`payload_type`).
+    adapter: TypeAdapter[Any] | None = field(repr=False, compare=False, default=None)
 
     def payload_errors(self, payload: Any) -> dict[str, list[str]]:
-        """Field path ("payload.to") -> messages; empty when the payload fits the schema."""
+        """Field path ("payload.to") -> messages; empty when the payload fits the schema
+        (and, for a declared type, when pydantic makes one of it: its validators too)."""
         errors: dict[str, list[str]] = {}
         for error in sorted(self.validator.iter_errors(payload), key=lambda e: list(e.path)):
             for path, message in _describe(error):
-                messages = errors.setdefault(".".join(["payload", *path]), [])
-                if message not in messages:
-                    messages.append(message)
+                _add(errors, path, message)
+        if not errors and self.adapter is not None:
+            try:
+                self.adapter.validate_python(payload)
+            except PayloadTypeError as error:
+                for path, message in _describe_typed(error):
+                    _add(errors, path, message)
         return errors
+
+    def run(self, job: JobContext[Any]) -> Any:
+        """Call the handler; a declared type's handler gets its payload as that type."""
+        if self.adapter is not None:
+            job = replace(job, payload=self.adapter.validate_python(job.payload))
+        return self.func(job)
+
+
+def _add(errors: dict[str, list[str]], path: Iterable[str], message: str) -> None:
+    messages = errors.setdefault(".".join(["payload", *path]), [])
+    if message not in messages:
+        messages.append(message)
 
 
 def _describe(error: ValidationError) -> Iterable[tuple[list[str], str]]:
@@ -105,6 +133,50 @@ def _describe(error: ValidationError) -> Iterable[tuple[list[str], str]]:
         yield path, error.message
 
 
+def _describe_typed(error: PayloadTypeError) -> Iterable[tuple[list[str], str]]:
+    """The same (path, message) pairs for what pydantic refused: a missing field and
+    unknown fields in the words of `_describe`, anything else in pydantic's."""
+    unknown: dict[tuple[str, ...], list[str]] = {}
+    for detail in error.errors(include_url=False):
+        path = [str(part) for part in detail["loc"]]
+        if detail["type"] == "missing":
+            yield path, "This field is required."
+        elif detail["type"] == "extra_forbidden" and path:
+            unknown.setdefault(tuple(path[:-1]), []).append(path[-1])
+        else:
+            yield path, detail["msg"]
+    for parent, names in unknown.items():
+        yield list(parent), f"Unknown field(s): {', '.join(names)}."
+
+
+def derive_schema(payload_type: Any) -> tuple[dict[str, Any], TypeAdapter[Any]]:
+    """The JSON schema of a payload declared as a type, with its `$defs` written in place:
+    the schema is embedded in the OpenAPI document, where `#/$defs/...` would point at the
+    document's root. A type that contains itself cannot be written out and is refused."""
+    adapter: TypeAdapter[Any] = TypeAdapter(payload_type)
+    schema = adapter.json_schema()
+    definitions = schema.pop("$defs", {})
+
+    def inline(node: Any, within: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [inline(item, within) for item in node]
+        if not isinstance(node, dict):
+            return node
+        reference = node.get("$ref")
+        rest = {key: inline(value, within) for key, value in node.items() if key != "$ref"}
+        if not isinstance(reference, str) or not reference.startswith("#/$defs/"):
+            return rest
+        name = reference.removeprefix("#/$defs/")
+        if name in within:
+            raise ValueError(f"payload type {payload_type!r} is recursive ({name})")
+        return {**inline(definitions[name], within | {name}), **rest}
+
+    derived = inline(schema, frozenset())
+    if derived.get("type") != "object":
+        raise ValueError(f"payload type {payload_type!r} is not a JSON object")
+    return derived, adapter
+
+
 class HandlerRegistry:
     def __init__(self) -> None:
         self._handlers: dict[str, HandlerSpec] = {}
@@ -113,12 +185,17 @@ class HandlerRegistry:
         self,
         name: str,
         *,
-        schema: dict[str, Any] | None = None,
+        schema: dict[str, Any] | type[Any] | None = None,
         timeout: float | None = None,
         description: str = "",
         inline: bool = False,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
-        payload_schema = schema or {"type": "object"}
+        """`schema`: a JSON schema (a dict), or a type to derive it from (`derive_schema`)."""
+        adapter = None
+        if schema is None or isinstance(schema, dict):
+            payload_schema = schema or {"type": "object"}
+        else:
+            payload_schema, adapter = derive_schema(schema)
         Draft202012Validator.check_schema(payload_schema)
 
         def decorate(func: HandlerFunc) -> HandlerFunc:
@@ -132,6 +209,7 @@ class HandlerRegistry:
                 description=description or (func.__doc__ or "").strip().split("\n")[0],
                 inline=inline,
                 validator=Draft202012Validator(payload_schema),
+                adapter=adapter,
             )
             return func
 

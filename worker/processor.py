@@ -215,7 +215,7 @@ class Processor:
         try:
             if attempt.spec is None:
                 raise HandlerMissing(f"no handler for job type {attempt.job.type!r} here")
-            result = attempt.spec.func(attempt.context)
+            result = attempt.spec.run(attempt.context)
             # Checked here so that one bad result cannot fail its whole completion batch.
             json.dumps(result)
         except Exception as error:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired
 
 from django.db import connection
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from typing_extensions import TypedDict
 
 from jobs.registry import JobContext, registry
 
@@ -95,6 +98,52 @@ def bad_result(job: JobContext) -> Any:
     return {"when": object()}
 
 
+@dataclass
+class Size:
+    width: int
+    height: int = 100
+
+
+@dataclass
+class ResizeArgs:
+    """A payload declared as a dataclass, nesting another."""
+
+    url: str
+    size: Size
+    format: Literal["png", "jpeg"] = "png"
+
+
+class MailArgs(TypedDict):
+    """A payload declared as a TypedDict (typing_extensions' on Python 3.11)."""
+
+    to: str
+    cc: NotRequired[list[str]]
+
+
+class ReportArgs(BaseModel):
+    """A payload declared as a pydantic model, with a rule JSON schema cannot state."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=50)
+    rows: int = Field(ge=1, le=1000)
+
+    @field_validator("name")
+    @classmethod
+    def _no_spaces(cls, name: str) -> str:
+        if " " in name:
+            raise ValueError("no spaces in a report name")
+        return name
+
+
+def typed(job: JobContext[Any]) -> dict[str, Any]:
+    """Say which class the payload arrived as, and what it holds."""
+    payload = job.payload
+    return {
+        "class": type(payload).__name__,
+        "fields": TypeAdapter(type(payload)).dump_python(payload, mode="json"),
+    }
+
+
 HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "record_run": (record_run, {}),
     "count_run": (count_run, {}),
@@ -104,6 +153,9 @@ HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "fail_while_file_exists": (fail_while_file_exists, {}),
     "echo": (echo, {}),
     "bad_result": (bad_result, {}),
+    "typed_dataclass": (typed, {"schema": ResizeArgs}),
+    "typed_dict": (typed, {"schema": MailArgs}),
+    "typed_model": (typed, {"schema": ReportArgs}),
 }
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from jobs.registry import registry
 from jobs.state import ClaimedJob
+from tests.handlers_app.handlers import ResizeArgs, typed
 from worker.outcome import HandlerMissing, HandlerTimeout
 from worker.processor import Outcome, Processor
 
@@ -116,3 +117,20 @@ def test_unknown_type_fails_with_handler_missing():
     processor.start(claimed("no_such_type"))
     assert isinstance(next_outcome(inbox).error, HandlerMissing)
     processor.stop()
+
+
+def test_a_handler_whose_payload_is_declared_as_a_type_gets_an_instance_of_it():
+    registry.register("probe_typed", schema=ResizeArgs)(typed)
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(1, inbox, default_timeout=5)
+    try:
+        processor.start(claimed("probe_typed", url="u", size={"width": 3}))
+        outcome = next_outcome(inbox)
+    finally:
+        registry.unregister("probe_typed")
+        processor.stop()
+    assert outcome.error is None
+    assert outcome.result == {
+        "class": "ResizeArgs",
+        "fields": {"url": "u", "size": {"width": 3, "height": 100}, "format": "png"},
+    }

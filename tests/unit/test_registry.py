@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from jobs.registry import HandlerRegistry, HandlerSpec
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from jobs.registry import HandlerRegistry, HandlerSpec, JobContext
+from tests.handlers_app.handlers import MailArgs, ReportArgs, ResizeArgs, Size
+
+LOGGER = logging.getLogger(__name__)
 
 SCHEMA = {
     "type": "object",
@@ -38,3 +49,75 @@ def test_unknown_fields_are_listed_by_name_and_patterns_are_known() -> None:
 def test_other_violations_keep_the_schema_message_at_their_path() -> None:
     errors = spec().payload_errors({"to": "a@b", "subject": "s", "meta": {"id": "seven"}})
     assert errors == {"payload.meta.id": ["'seven' is not of type 'integer'"]}
+
+
+# --- payloads declared as types ------------------------------------------------------------
+
+
+def typed_spec(name: str, payload_type: Any) -> HandlerSpec:
+    registry = HandlerRegistry()
+    registry.register(name, schema=payload_type)(lambda job: job.payload)
+    return registry.get(name)
+
+
+def test_a_dataclass_gives_its_schema_with_nested_types_written_in_place() -> None:
+    schema = typed_spec("resize", ResizeArgs).schema
+    assert "$defs" not in json.dumps(schema) and "$ref" not in json.dumps(schema)
+    assert schema["required"] == ["url", "size"]
+    assert schema["properties"]["size"]["required"] == ["width"]
+    assert schema["properties"]["format"]["enum"] == ["png", "jpeg"]
+
+
+def test_a_typed_dict_and_a_pydantic_model_give_theirs() -> None:
+    mail = typed_spec("mail", MailArgs).schema
+    assert (mail["required"], mail["properties"]["cc"]["type"]) == (["to"], "array")
+    report = typed_spec("report", ReportArgs).schema
+    assert report["additionalProperties"] is False
+    assert report["properties"]["rows"] | {"title": None} == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 1000,
+        "title": None,
+    }
+
+
+def test_typed_payload_errors_have_the_same_paths_and_words() -> None:
+    assert typed_spec("resize", ResizeArgs).payload_errors({"url": 1, "size": {}}) == {
+        "payload.size.width": ["This field is required."],
+        "payload.url": ["1 is not of type 'string'"],
+    }
+    report = typed_spec("report", ReportArgs)
+    assert report.payload_errors({"name": "q1", "rows": 5, "x": 1, "y": 2}) == {
+        "payload": ["Unknown field(s): x, y."]
+    }
+    # A rule only the model states (a validator) is checked too, in pydantic's words.
+    assert report.payload_errors({"name": "q 1", "rows": 5}) == {
+        "payload.name": ["Value error, no spaces in a report name"]
+    }
+    assert report.payload_errors({"name": "q1", "rows": 5}) == {}
+
+
+def test_the_handler_gets_an_instance_of_the_declared_type() -> None:
+    context = JobContext(
+        uuid.uuid4(), "resize", {"url": "u", "size": {"width": 3}}, uuid.uuid4(), 1, LOGGER
+    )
+    assert typed_spec("resize", ResizeArgs).run(context) == ResizeArgs("u", Size(3))
+    context.payload = {"name": "q1", "rows": 2}
+    assert typed_spec("report", ReportArgs).run(context) == ReportArgs(name="q1", rows=2)
+    context.payload = {"to": "a@b"}
+    assert typed_spec("mail", MailArgs).run(context) == {"to": "a@b"}
+    # A plain JSON schema's handler still gets the JSON object.
+    assert spec().run(context) is None and context.payload == {"to": "a@b"}
+
+
+@dataclass
+class Tree:
+    label: str
+    children: list[Tree]
+
+
+def test_a_type_that_contains_itself_or_is_no_object_is_refused() -> None:
+    with pytest.raises(ValueError, match="recursive"):
+        typed_spec("tree", Tree)
+    with pytest.raises(ValueError, match="not a JSON object"):
+        typed_spec("number", int)

@@ -173,7 +173,7 @@ def _run(job: Planned, job_id: uuid.UUID, attempt_id: uuid.UUID, log: logging.Lo
     if job.type == "flaky":
         return {"survived": True}
     context = JobContext(job_id, job.type, job.payload, attempt_id, 1, log)
-    return registry.get(job.type).func(context)
+    return registry.get(job.type).run(context)
 
 
 def _failure(job: Planned) -> tuple[str, str]:
