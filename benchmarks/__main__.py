@@ -56,6 +56,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--rows", type=int, default=0, help="jobs of history for the volume table (0: none)"
     )
     parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="with --rows: also drain while the worker prunes a tenth of the history"
+        " (consumes it: the next run seeds afresh)",
+    )
+    parser.add_argument(
         "--peers", type=_peers, default=[], help="peers to add, e.g. huey,celery,procrastinate"
     )
     parser.add_argument("--enqueue", type=int, default=defaults.enqueue, help="single enqueues")
@@ -191,6 +197,45 @@ def machine(database_url: str, redis_url: str) -> str:
     )
 
 
+def history_tables(
+    args: argparse.Namespace, base: str, redis_url: str, sizes_json: str, project: dict[str, Any]
+) -> list[str]:
+    """The defaults over `--rows` jobs of history beside the empty table (and while pruning)."""
+    # One database per size, kept between runs: seeding 10M rows takes minutes.
+    history_url = with_database(base, f"{args.database}_history_{args.rows}")
+    # The history is kept whole (the pruner would eat it) unless --prune measures exactly that.
+    history_env = {**environment(history_url, redis_url), "SCHEDULER_RETAIN_COMPLETED": "0"}
+    if history_jobs(history_url) != args.rows:
+        say(f"database {args.database}_history_{args.rows}: created afresh, {args.rows:,} jobs")
+        recreate_database(history_url)
+        manage(history_env, "migrate", "--noinput", "--verbosity", "0")
+        manage(history_env, "seed_history", "--rows", str(args.rows), "--force")
+    else:
+        manage(history_env, "migrate", "--noinput", "--verbosity", "0")
+    full = run_json(
+        [sys.executable, "-m", "benchmarks.project", sizes_json, "--history", "--pages"]
+        + (["--prune"] if args.prune else []),
+        history_env,
+        f"the project over {args.rows:,} jobs of history",
+    )
+    empty = {**project["rows"][table.DEFAULTS], **project["pages"]}
+    lines = [
+        f"The project at its defaults over {args.rows:,} jobs of history (`seed_history`)",
+        "",
+        *table.history(empty, {**full["rows"][table.DEFAULTS], **full["pages"]}, args.rows),
+        "",
+    ]
+    if "pruning" in full:
+        lines += [
+            f"One default worker draining rounds of {args.drain:,} jobs over {args.rows:,} jobs"
+            " of history, while its pruner deletes the oldest tenth (with attempts and logs)",
+            "",
+            *table.pruning(full["pruning"]),
+            "",
+        ]
+    return lines
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     sizes = sizes_of(args)
@@ -239,25 +284,7 @@ def main(argv: list[str]) -> int:
         "",
     ]
     if args.rows:
-        history_url = with_database(base, args.database + "_history")
-        history_env = environment(history_url, redis_url)
-        if history_jobs(history_url) != args.rows:
-            say(f"database {args.database}_history: created afresh, {args.rows:,} jobs of history")
-            recreate_database(history_url)
-            manage(history_env, "migrate", "--noinput", "--verbosity", "0")
-            manage(history_env, "seed_history", "--rows", str(args.rows), "--force")
-        full = run_json(
-            [sys.executable, "-m", "benchmarks.project", sizes_json, "--history", "--pages"],
-            history_env,
-            f"the project over {args.rows:,} jobs of history",
-        )
-        empty = {**project["rows"][table.DEFAULTS], **project["pages"]}
-        lines += [
-            f"The project at its defaults over {args.rows:,} jobs of history (`seed_history`)",
-            "",
-            *table.history(empty, {**full["rows"][table.DEFAULTS], **full["pages"]}, args.rows),
-            "",
-        ]
+        lines += history_tables(args, base, redis_url, sizes_json, project)
     report = "\n".join(lines)
     print(report)
     args.output.parent.mkdir(parents=True, exist_ok=True)

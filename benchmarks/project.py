@@ -34,6 +34,7 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from benchmarks.workload import (  # noqa: E402
+    POLL_SECONDS,
     Sizes,
     drain,
     latency,
@@ -42,7 +43,7 @@ from benchmarks.workload import (  # noqa: E402
     single_enqueue,
     stop_worker,
 )
-from jobs import state  # noqa: E402
+from jobs import state, stats  # noqa: E402
 from jobs.api.auth import issue_token  # noqa: E402
 from jobs.roles import Role, assign_role  # noqa: E402
 
@@ -208,7 +209,7 @@ def page_times() -> dict[str, dict[str, Any]]:
         "ledger": (browser, "/jobs"),
         "admin_jobs": (browser, "/admin/jobs/job/"),
     }
-    figures: dict[str, dict[str, Any]] = {}
+    figures: dict[str, dict[str, Any]] = {"counters": counters_read()}
     for name, (client, url) in pages.items():
         status = client.get(url).status_code  # warm-up: caches, first query plans
         times = []
@@ -223,6 +224,73 @@ def page_times() -> dict[str, dict[str, Any]]:
             "url": url,
         }
     return figures
+
+
+def counters_read() -> dict[str, Any]:
+    """What every stats.updated event, the Dashboard cards and /jobs/stats pay to read."""
+    stats.current_stats()
+    times = []
+    for _ in range(PAGE_REQUESTS * 5):
+        before = time.perf_counter()
+        stats.current_stats()
+        times.append((time.perf_counter() - before) * 1000)
+    return {"p50_ms": statistics.median(times), "p95_ms": percentile(times, 0.95)}
+
+
+def prunable_retention(share: float) -> float:
+    """The retention, in seconds, past which the oldest `share` of the finished history is."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT extract(epoch FROM now() - percentile_disc(%s) WITHIN GROUP"
+            " (ORDER BY completed_at)) FROM jobs WHERE status = 'completed'",
+            [share],
+        )
+        return float(cursor.fetchone()[0])
+
+
+def drain_rounds(project: Project, sizes: Sizes, retention: float, history: int) -> dict[str, Any]:
+    """Rounds of `sizes.drain` jobs through one default worker that also runs its pruner with
+    `retention`, until a tenth of `history` is pruned (or `sizes.seconds` x 10 pass)."""
+    project.prepare()
+    os.environ["SCHEDULER_RETAIN_COMPLETED"] = str(retention)
+    before = stats.current_stats()["total"]
+    process = project.start_worker("defaults")
+    rates: list[float] = []
+    started = time.perf_counter()
+    deadline = started + sizes.seconds * 10
+    try:
+        while time.perf_counter() < deadline:
+            done = project.finished()
+            round_started = time.perf_counter()
+            state.enqueue_many(state.JobSpec("bench_noop", {}) for _ in range(sizes.drain))
+            while project.finished() < done + sizes.drain:
+                if process.poll() is not None or time.perf_counter() > deadline:
+                    raise RuntimeError(f"the worker stopped or stalled: exit {process.poll()}")
+                time.sleep(POLL_SECONDS)
+            rates.append(sizes.drain / (time.perf_counter() - round_started))
+            pruned = before + project.finished() - stats.current_stats()["total"]
+            if (retention == 0 and len(rates) >= 3) or pruned >= history // 10:
+                break
+    finally:
+        stop_worker(process)
+        os.environ["SCHEDULER_RETAIN_COMPLETED"] = "0"
+    elapsed = time.perf_counter() - started
+    pruned = before + project.finished() - stats.current_stats()["total"]
+    return {
+        "drain": statistics.median(rates),
+        "rounds": len(rates),
+        "pruned": pruned,
+        "pruned_per_s": pruned / elapsed,
+    }
+
+
+def while_pruning(project: Project, sizes: Sizes) -> dict[str, Any]:
+    """Drain rounds without pruning, then while the worker prunes a tenth of the history."""
+    history = stats.current_stats()["total"]
+    return {
+        "steady": drain_rounds(project, sizes, 0, history),
+        "pruning": drain_rounds(project, sizes, prunable_retention(0.1), history),
+    }
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -248,6 +316,8 @@ def main(argv: list[str]) -> dict[str, Any]:
     if "--pages" in argv:
         project.prepare()
         result["pages"] = page_times()
+    if "--prune" in argv:
+        result["pruning"] = while_pruning(project, sizes)
     return result
 
 

@@ -41,6 +41,7 @@ MEASURES = [
 ]
 
 PAGES = [
+    ("counters", "job counters read (`jobs.stats.current_stats`) p95"),
     ("api_list", "GET /api/v1/jobs?limit=20 p95"),
     ("api_type", "GET /api/v1/jobs?type=send_email p95"),
     ("api_deep", "GET /api/v1/jobs deep page (limit=50) p95"),
@@ -120,5 +121,23 @@ def history(empty: dict[str, Any], full: dict[str, Any], rows: int) -> list[str]
             ratio(m.value(full), m.value(empty)),
         ]
         for m in HISTORY_MEASURES
+    ]
+    return _markdown(header, body)
+
+
+def pruning(figures: dict[str, Any]) -> list[str]:
+    """Drain rounds without pruning beside drain rounds while the pruner runs."""
+    steady, pruning = figures["steady"], figures["pruning"]
+    header = ["measure", "not pruning", "while pruning", "pruning / not"]
+    body = [
+        [
+            "drain, median of rounds (jobs/s)",
+            number(steady["drain"]),
+            number(pruning["drain"]),
+            ratio(pruning["drain"], steady["drain"]),
+        ],
+        ["rounds", number(steady["rounds"]), number(pruning["rounds"]), "-"],
+        ["history rows pruned", "0", number(pruning["pruned"]), "-"],
+        ["pruned rows/s", "-", number(pruning["pruned_per_s"]), "-"],
     ]
     return _markdown(header, body)
