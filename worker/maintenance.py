@@ -10,7 +10,9 @@ returns what it did as counts, so tests call it directly and the worker loop onl
 - ClaimWatch: notices running attempts whose claim is gone (cancelled, rescued) so their
   handler is told to stop and their outcome is not waited for.
 - Pruner: deletes finished jobs past their retention (`jobs.retention`), one bounded batch
-  per run, at once again after a full batch, so a backlog drains between the loop's claims.
+  per run, at once again after a full batch. It runs on a thread of its own
+  (`BackgroundUnit`): a backlog of a million rows takes minutes, which the loop's claims
+  must not wait behind.
 - CountFold: collapses the rows the job counters appended (`jobs.stats.fold_counts`), so a
   read of `/jobs/stats` sums a few rows.
 
@@ -19,12 +21,15 @@ Recurring series need no unit: the next slot is created by the completion statem
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import DatabaseError, InterfaceError, connection
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
@@ -32,6 +37,8 @@ from jobs import retention, state, stats
 from jobs.models import Worker, WorkerStatus
 
 from .schedulers import ScheduledJob
+
+logger = logging.getLogger(__name__)
 
 
 class Unit:
@@ -194,3 +201,37 @@ class Pruner(Unit):
         if pruned is None:
             return {"jobs": 0, "attempts": 0, "logs": 0}
         return {"jobs": pruned.jobs, "attempts": pruned.attempts, "logs": pruned.logs}
+
+
+class BackgroundUnit:
+    """Runs a unit on a thread of its own, with its own database connection, so that a long
+    pass never holds up the loop's claims; the database being away only delays the unit."""
+
+    def __init__(self, unit: Unit, *, retry_after: float) -> None:
+        self.unit = unit
+        self.retry_after = retry_after
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"unit-{unit.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Asks it to stop; a pass under way finishes its batch (one short transaction)."""
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.unit.run_once()
+                    wait = self.unit.interval
+                except (DatabaseError, InterfaceError) as exc:
+                    logger.error("%s: database unavailable (%s)", self.unit.name, exc)
+                    connection.close()
+                    wait = self.retry_after
+                if wait > 0:
+                    self._stop.wait(wait)
+        finally:
+            connection.close()

@@ -8,7 +8,7 @@ timer, a maintenance unit falling due, or a signal.
 Each turn of the loop:
 1. takes what arrived in the inbox (outcomes, notifications, feed requests);
 2. runs the maintenance units that are due (heartbeat, rescuer, feeder, claim watch,
-   counter fold, pruner);
+   counter fold; the pruner has a thread of its own);
 3. moves jobs whose time has come from the timer heap into the scheduler;
 4. fails the attempts over their timeout, and reports outcomes in batches (one
    `complete` for all successes, one `fail` per failure, after writing their logs);
@@ -45,6 +45,7 @@ from jobs.reconnect import Backoff
 from jobs.stats import stats_publisher
 
 from .maintenance import (
+    BackgroundUnit,
     ClaimWatch,
     CountFold,
     Feeder,
@@ -109,6 +110,7 @@ class Worker:
         self._stop_deadline: float | None = None
         self._next_log_flush = 0.0
         self._units: list[_Timed] = []
+        self._background: list[BackgroundUnit] = []
         # Since when the loop has reached the database without a break (None: not since the
         # last error). The rescuer judges other workers' silence only over that time.
         self._in_sight_since: datetime | None = None
@@ -136,6 +138,8 @@ class Worker:
             return 0
         self._build_units()
         self.listener.start()
+        for unit in self._background:
+            unit.start()
         logger.info(
             "worker %s started: scheduler=%s concurrency=%d",
             self.id,
@@ -146,6 +150,8 @@ class Worker:
         try:
             forced = self._loop()
         finally:
+            for unit in self._background:
+                unit.stop(timeout=settings.SCHEDULER_SHUTDOWN_GRACE)
             self.listener.stop()
             self.processor.stop()
             self._with_database(lambda: self._finish(forced))
@@ -202,13 +208,11 @@ class Worker:
             _Timed(self.feeder),
             _Timed(claims),
             _Timed(CountFold(interval=_FOLD_SECONDS)),
-            _Timed(
-                Pruner(
-                    interval=settings.SCHEDULER_PRUNE_INTERVAL,
-                    batch=settings.SCHEDULER_PRUNE_BATCH,
-                )
-            ),
         ]
+        pruner = Pruner(
+            interval=settings.SCHEDULER_PRUNE_INTERVAL, batch=settings.SCHEDULER_PRUNE_BATCH
+        )
+        self._background = [BackgroundUnit(pruner, retry_after=_max_db_backoff())]
 
     def _install_signal_handlers(self) -> dict[int, Any]:
         def on_signal(signum: int, frame: FrameType | None) -> None:
