@@ -1,11 +1,15 @@
 """Database reads of the event stream, which must never keep a connection.
 
 A stream lives for hours; a connection it kept would be one less in the process's pool
-for every open stream. Each read borrows a connection and gives it back before returning.
+for every open stream. Each read borrows a connection and gives it back before returning,
+and leaves nothing behind in the caller's context variables: `sync_to_async` copies them
+back to the caller, and Django keeps each context's connection object (a few kB) there.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -27,4 +31,4 @@ async def read_and_release(func: Callable[P, R], *args: P.args, **kwargs: P.kwar
                 if not connection.in_atomic_block:
                     connection.close()
 
-    return await sync_to_async(run)()
+    return await asyncio.create_task(sync_to_async(run)(), context=contextvars.copy_context())

@@ -46,11 +46,44 @@ def frame(event_type: str, data: Any) -> bytes:
 
 
 class Client:
-    """One connected stream: a bounded queue of rendered frames; None ends the stream."""
+    """One connected stream: the frames not yet sent, and the waiting stream's wake-up.
 
-    def __init__(self, maxsize: int) -> None:
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize)
+    An open stream costs what it holds, and a burst of them leaves the process's memory at its
+    high-water mark (freed Python objects are reused, not returned): a list of pending frames
+    and a future only while the stream waits, rather than an `asyncio.Queue` (four deques).
+    """
+
+    __slots__ = ("_waiter", "closed", "dropped", "frames")
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        # Set with the farewell frame of a dropped client: the stream ends after sending it.
+        self.closed = False
         self.dropped = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    async def next_frames(self, until: float) -> list[bytes]:
+        """The frames queued so far, waiting for one until the loop time `until` (then [])."""
+        if not self.frames and not self.closed:
+            loop = asyncio.get_running_loop()
+            self._waiter = waiter = loop.create_future()
+            timer = loop.call_at(until, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        frames, self.frames = self.frames, []
+        return frames
+
+    def wake(self) -> None:
+        if self._waiter is not None:
+            _wake(self._waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class EventHub:
@@ -64,8 +97,7 @@ class EventHub:
     def __init__(self, url: str, channel: str, queue_size: int) -> None:
         self.url = url
         self.channel = channel
-        # Room for the farewell frame and the end marker of a dropped client.
-        self.queue_size = max(queue_size, 2)
+        self.queue_size = max(queue_size, 1)
         self.loop = asyncio.get_running_loop()
         self.redis_up: bool | None = None
         self._clients: set[Client] = set()
@@ -77,7 +109,7 @@ class EventHub:
     # --- clients --------------------------------------------------------------------------
 
     def join(self) -> Client:
-        client = Client(self.queue_size)
+        client = Client()
         self._clients.add(client)
         if self._task is None or self._task.done():
             self._settled = asyncio.Event()
@@ -102,7 +134,7 @@ class EventHub:
     def counts(self) -> dict[str, Any]:
         return {
             "clients": len(self._clients),
-            "queued_frames": sum(c.queue.qsize() for c in self._clients),
+            "queued_frames": sum(len(c.frames) for c in self._clients),
             "reader_running": self._task is not None and not self._task.done(),
             "stopping_reader": self._stopping is not None and not self._stopping.done(),
             "redis": {None: "unknown", True: "up", False: "down"}[self.redis_up],
@@ -111,18 +143,17 @@ class EventHub:
 
     def broadcast(self, data: bytes) -> None:
         for client in list(self._clients):
-            try:
-                client.queue.put_nowait(data)
-            except asyncio.QueueFull:
+            if len(client.frames) >= self.queue_size:
                 self._drop(client)
+            else:
+                client.frames.append(data)
+                client.wake()
 
     def _drop(self, client: Client) -> None:
-        logger.warning("SSE client dropped: %d frames behind", client.queue.qsize())
-        client.dropped = True
-        while not client.queue.empty():
-            client.queue.get_nowait()
-        client.queue.put_nowait(frame(STREAM_DROPPED, {"reason": "client_too_slow"}))
-        client.queue.put_nowait(None)
+        logger.warning("SSE client dropped: %d frames behind", len(client.frames))
+        client.dropped = client.closed = True
+        client.frames = [frame(STREAM_DROPPED, {"reason": "client_too_slow"})]
+        client.wake()
         self.leave(client)
 
     # --- the reader -----------------------------------------------------------------------

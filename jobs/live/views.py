@@ -21,8 +21,7 @@ Wire format (UTF-8, `text/event-stream`):
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -35,14 +34,21 @@ from jobs.events import STATS_UPDATED
 from jobs.stats import current_stats
 
 from .db import read_and_release
-from .hub import STREAM_STATUS, EventHub, frame, get_hub
+from .hub import STREAM_STATUS, Client, EventHub, frame, get_hub
 
 RETRY_MILLISECONDS = 3000
 KEEPALIVE = b": keep-alive\n\n"
 # How long a new client waits for the hub's subscription before its first stats.updated.
 SUBSCRIBE_WAIT_SECONDS = 2.0
-# Frames sent in one write when a client has a backlog.
-MAX_BATCH = 500
+
+
+class EventStreamResponse(StreamingHttpResponse):
+    """The stream's answer. Under the project's handler (`jobs.live.handler`) only its
+    headers go through Django's response path; the handler then sends `events` itself."""
+
+    def __init__(self, events: AsyncGenerator[bytes, None]) -> None:
+        super().__init__(events, content_type="text/event-stream")
+        self.events = events
 
 
 def _refusal(request: HttpRequest) -> JsonResponse | None:
@@ -81,17 +87,17 @@ async def job_stream(request: HttpRequest) -> HttpResponseBase:
         return response
     if refusal := await read_and_release(_refusal, request):
         return refusal
-    response = StreamingHttpResponse(_events(), content_type="text/event-stream")
+    response = EventStreamResponse(_events())
     response["Cache-Control"] = "no-cache"
     # Tell nginx-style proxies not to buffer the stream.
     response["X-Accel-Buffering"] = "no"
     return response
 
 
-async def _events() -> AsyncIterator[bytes]:
+async def _events() -> AsyncGenerator[bytes, None]:
     hub = get_hub()
     # Joining inside the generator ties the subscription to the body actually being sent:
-    # Django closes (or cancels) this generator when the client goes away.
+    # the handler closes (or cancels) this generator when the client goes away.
     client = hub.join()
     try:
         await hub.wait_settled(SUBSCRIBE_WAIT_SECONDS)
@@ -100,32 +106,25 @@ async def _events() -> AsyncIterator[bytes]:
         if hub.redis_up is False:
             first += frame(STREAM_STATUS, {"redis": "down"})
         yield first
-        async for chunk in _follow(hub, client.queue):
+        async for chunk in _follow(hub, client):
             yield chunk
     finally:
         hub.leave(client)
 
 
-async def _follow(hub: EventHub, queue: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:
+async def _follow(hub: EventHub, client: Client) -> AsyncIterator[bytes]:
     interval = settings.SSE_KEEPALIVE_SECONDS
     next_keepalive = hub.loop.time() + interval
     while True:
-        try:
-            item = await asyncio.wait_for(queue.get(), max(next_keepalive - hub.loop.time(), 0))
-        except TimeoutError:
+        # A backlog goes out in one write.
+        frames = await client.next_frames(next_keepalive)
+        if frames:
+            yield b"".join(frames)
+        if client.closed:
+            return
+        if hub.loop.time() >= next_keepalive:
             yield KEEPALIVE
             next_keepalive = hub.loop.time() + interval
-            continue
-        batch: list[bytes] = []
-        while item is not None:
-            batch.append(item)
-            if queue.empty() or len(batch) >= MAX_BATCH:
-                break
-            item = queue.get_nowait()
-        if batch:
-            yield b"".join(batch)
-        if item is None:
-            return
 
 
 async def stream_status(request: HttpRequest) -> HttpResponse:
