@@ -277,6 +277,8 @@ SCHEDULER_EVENTS_CHANNEL = env_str("SCHEDULER_EVENTS_CHANNEL", "scheduler:events
 SCHEDULER_DEFAULT_MAX_RETRIES = env_int("SCHEDULER_DEFAULT_MAX_RETRIES", 3)
 SCHEDULER_BACKOFF_BASE_SECONDS = env_float("SCHEDULER_BACKOFF_BASE_SECONDS", 5.0)
 SCHEDULER_CONCURRENCY = env_int("SCHEDULER_CONCURRENCY", 4)
+# Claimed jobs a worker may hold beyond its busy threads, waiting for the next free one.
+SCHEDULER_PREFETCH = env_int("SCHEDULER_PREFETCH", 100)
 SCHEDULER_CLAIM_BATCH = env_int("SCHEDULER_CLAIM_BATCH", 250)
 SCHEDULER_FEEDER_INTERVAL = env_float("SCHEDULER_FEEDER_INTERVAL", 30.0)
 # At most this many runnable jobs are held in one worker's in-memory scheduler at a time.

@@ -3,6 +3,12 @@
 Handlers registered `inline` (trivially fast ones such as `noop`) run on the caller's thread
 at once instead: a hand-off to a thread costs more than they do.
 
+Claimed jobs wait in one queue that the idle threads take from. The worker claims more only
+when a thread would otherwise go idle (`claim_room`), and then at most `prefetch` beyond the
+free threads: so at most `prefetch` claimed jobs ever wait for a thread, and a worker whose
+threads are all busy with slow handlers claims nothing that another worker could run.
+A waiting job's timeout starts when a thread takes it.
+
 The worker's main thread owns every database call; handler threads only run handlers and
 hand their outcome back through the worker's inbox. A handler that overruns its timeout
 cannot be killed (Python threads cannot be), so its attempt is failed at once, its cancel
@@ -79,8 +85,10 @@ class Attempt:
     spec: HandlerSpec | None
     context: JobContext
     logs: AttemptLog
-    started: float
-    deadline: float | None
+    timeout: float
+    # Set by the thread that takes the job (None while it waits): the timeout counts from there.
+    started: float | None = None
+    deadline: float | None = None
     # Set under the processor's lock: the thread has returned / nobody wants its outcome.
     finished: bool = False
     abandoned: bool = False
@@ -102,10 +110,19 @@ def _job_logger(job: ClaimedJob) -> logging.LoggerAdapter[logging.Logger]:
 class Processor:
     """Runs up to `concurrency` handlers at once and posts ("outcome", Outcome) to `inbox`."""
 
-    def __init__(self, concurrency: int, inbox: SimpleQueue[Any], default_timeout: float) -> None:
+    def __init__(
+        self,
+        concurrency: int,
+        inbox: SimpleQueue[Any],
+        default_timeout: float,
+        prefetch: int = 0,
+    ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if prefetch < 0:
+            raise ValueError("prefetch must be 0 or more")
         self.concurrency = concurrency
+        self.prefetch = prefetch
         self.default_timeout = default_timeout
         self.running: dict[uuid.UUID, Attempt] = {}
         self._inbox = inbox
@@ -116,8 +133,16 @@ class Processor:
             self._spawn()
 
     @property
-    def free_slots(self) -> int:
-        return max(0, self.concurrency - len(self.running))
+    def waiting(self) -> int:
+        """Claimed jobs no thread has taken yet."""
+        return self._tasks.qsize()
+
+    def claim_room(self) -> int:
+        """How many jobs to claim now: none while every thread has a job or one waiting for
+        it; otherwise enough for the free threads plus `prefetch` to wait for the next one."""
+        waiting = self.waiting
+        free = self.concurrency - (len(self.running) - waiting)
+        return free - waiting + self.prefetch if free > waiting else 0
 
     def start(self, job: ClaimedJob) -> Attempt:
         try:
@@ -135,8 +160,7 @@ class Processor:
             attempt_number=job.attempt_number,
             logger=_job_logger(job),
         )
-        started = time.monotonic()
-        attempt = Attempt(job, spec, context, log, started, started + timeout)
+        attempt = Attempt(job, spec, context, log, timeout)
         self.running[job.id] = attempt
         if spec is not None and spec.inline:
             attempt.finished = True
@@ -157,11 +181,14 @@ class Processor:
         """Give up the attempts past their timeout; their failure outcomes, to report."""
         timed_out = []
         for attempt in list(self.running.values()):
-            if attempt.deadline is not None and now >= attempt.deadline and self._abandon(attempt):
+            deadline = attempt.deadline
+            if deadline is not None and now >= deadline and self._abandon(attempt):
                 self._forget(attempt)
-                seconds = attempt.deadline - attempt.started
                 timed_out.append(
-                    Outcome(attempt, error=HandlerTimeout(f"handler ran over its {seconds:g} s"))
+                    Outcome(
+                        attempt,
+                        error=HandlerTimeout(f"handler ran over its {attempt.timeout:g} s"),
+                    )
                 )
         return timed_out
 
@@ -200,6 +227,11 @@ class Processor:
 
     def _serve(self) -> None:
         while (attempt := self._tasks.get()) is not None:
+            if attempt.abandoned:
+                # Lost while it waited (cancelled): a thread was spawned in our stead.
+                break
+            attempt.started = time.monotonic()
+            attempt.deadline = attempt.started + attempt.timeout
             outcome = self._run(attempt)
             with self._lock:
                 attempt.finished = True

@@ -1,19 +1,21 @@
 """The worker: one process that claims runnable jobs and runs their handlers.
 
-One main thread owns the loop and every database call; handlers run on the processor's
-threads; a listener thread waits on PostgreSQL LISTEN. They all talk to the loop through
-one inbox, so the loop sleeps exactly until something happens: an outcome, a wake-up, a
-timer, a maintenance unit falling due, or a signal.
+One main thread owns the loop, the in-memory scheduler and the claims; handlers run on the
+processor's threads; the completer's thread reports finished attempts on its own
+connection (group commit); a listener thread waits on PostgreSQL LISTEN. They all talk to
+the loop through one inbox, so the loop sleeps exactly until something happens: an
+outcome, a wake-up, a report done, a timer, a maintenance unit falling due, or a signal.
 
 Each turn of the loop:
-1. takes what arrived in the inbox (outcomes, notifications, feed requests);
+1. takes what arrived in the inbox (outcomes, handed to the completer at once;
+   notifications; feed requests; jobs made runnable by a report);
 2. runs the maintenance units that are due (heartbeat, rescuer, feeder, claim watch,
    counter fold; the pruner has a thread of its own);
 3. moves jobs whose time has come from the timer heap into the scheduler;
-4. fails the attempts over their timeout, and reports outcomes in batches (one
-   `complete` for all successes, one `fail` per failure, after writing their logs);
-5. pops the most urgent jobs from the scheduler, as many as there are free handler
-   threads, and claims them in one statement (jobs another worker took are dropped).
+4. fails the attempts over their timeout (handed to the completer too);
+5. when a handler thread would otherwise go idle, pops the most urgent jobs from the
+   scheduler, enough for the free threads plus the prefetch, and claims them in one
+   statement (jobs another worker took are dropped).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from types import FrameType
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, connection, transaction
+from django.db import DatabaseError, InterfaceError, connection
 from django.utils import timezone
 
 from jobs import state
@@ -44,6 +46,7 @@ from jobs.models import WorkerStatus
 from jobs.reconnect import Backoff
 from jobs.stats import stats_publisher
 
+from .completer import Completer, Finished
 from .maintenance import (
     BackgroundUnit,
     ClaimWatch,
@@ -55,7 +58,6 @@ from .maintenance import (
     Unit,
     runnable_jobs,
 )
-from .outcome import describe
 from .processor import Attempt, Outcome, Processor
 from .schedulers import ScheduledJob, make_scheduler
 from .wakeup import Listener
@@ -68,9 +70,8 @@ _LOG_FLUSH_SECONDS = 1.0
 _REFEED_SECONDS = 1.0
 # How often the job counters' appended rows are folded (a read sums what is left).
 _FOLD_SECONDS = 1.0
-# Job-object times are cut to the millisecond: a time read from one is waited for this much
-# longer, since a claim a hair too early finds the job not due yet.
-_TRUNCATION = timedelta(milliseconds=1)
+# How long a forced stop waits for the completer to report what finished.
+_FINAL_REPORT_SECONDS = 5.0
 _DB_ERRORS = (DatabaseError, InterfaceError)
 
 
@@ -88,6 +89,7 @@ class Worker:
         *,
         scheduler: str = "heap",
         concurrency: int | None = None,
+        prefetch: int | None = None,
         once: bool = False,
         max_jobs: int | None = None,
         rng: random.Random | None = None,
@@ -95,18 +97,23 @@ class Worker:
         self.scheduler_name = scheduler
         self.scheduler = make_scheduler(scheduler)
         self.concurrency = concurrency or settings.SCHEDULER_CONCURRENCY
+        self.prefetch = settings.SCHEDULER_PREFETCH if prefetch is None else prefetch
         self.once = once
         self.max_jobs = max_jobs
         self.rng = rng or random.Random()  # noqa: S311 - backoff jitter, not security
         self.id = uuid.uuid4()
         self.inbox: SimpleQueue[tuple[str, Any]] = SimpleQueue()
-        self.processor = Processor(self.concurrency, self.inbox, settings.SCHEDULER_HANDLER_TIMEOUT)
+        self.processor = Processor(
+            self.concurrency, self.inbox, settings.SCHEDULER_HANDLER_TIMEOUT, self.prefetch
+        )
+        self.completer = Completer(self.id, self.inbox, self.rng, _max_db_backoff())
         self.listener = Listener(state.RUNNABLE_CHANNEL, self.inbox)
         self.claimed_total = 0
         self.signals = 0
         self._later: list[tuple[datetime, int, ScheduledJob]] = []
         self._later_at: dict[uuid.UUID, datetime] = {}
-        self._unreported: list[Outcome] = []
+        # Outcomes handed to the completer and not reported yet.
+        self._reporting = 0
         self._stop_deadline: float | None = None
         self._next_log_flush = 0.0
         self._units: list[_Timed] = []
@@ -137,14 +144,16 @@ class Worker:
         if not self._with_database(self._register):
             return 0
         self._build_units()
+        self.completer.start()
         self.listener.start()
         for unit in self._background:
             unit.start()
         logger.info(
-            "worker %s started: scheduler=%s concurrency=%d",
+            "worker %s started: scheduler=%s concurrency=%d prefetch=%d",
             self.id,
             self.scheduler_name,
             self.concurrency,
+            self.prefetch,
         )
         forced = False
         try:
@@ -154,6 +163,10 @@ class Worker:
                 unit.stop(timeout=settings.SCHEDULER_SHUTDOWN_GRACE)
             self.listener.stop()
             self.processor.stop()
+            if forced:
+                self._receive(0.0)  # outcomes that came in since the last turn
+            if not self.completer.stop(_FINAL_REPORT_SECONDS if forced else None):
+                logger.warning("%d outcomes could not be reported", self._reporting)
             self._with_database(lambda: self._finish(forced))
             stats_publisher.flush()
         logger.info("worker %s stopped (%s)", self.id, "forced" if forced else "clean")
@@ -173,8 +186,6 @@ class Worker:
         )
 
     def _finish(self, forced: bool) -> None:
-        if forced:
-            self._exchange(claim=False)
         if forced and self.processor.running:
             released = state.release(self.id, "Worker stopped before the job finished.")
             logger.warning("returned %d running jobs to pending", len(released))
@@ -271,15 +282,16 @@ class Worker:
                 timed.unit.run_once()
                 timed.due = time.monotonic() + timed.unit.interval
         self._promote_timers()
-        self._unreported += self.processor.expired(time.monotonic())
+        self._hand_over(self.processor.expired(time.monotonic()))
         if now >= self._next_log_flush:
             self._flush_running_logs()
             self._next_log_flush = now + _LOG_FLUSH_SECONDS
         stopping = self.signals > 0
-        self._exchange(claim=not stopping)
+        if not stopping:
+            self._claim()
         stats_publisher.flush()
 
-        busy = bool(self.processor.running or self._unreported)
+        busy = bool(self.processor.running or self._reporting)
         if not busy and (stopping or self._quota_reached()):
             return -1
         if self.once and not busy and not self.scheduler:
@@ -293,7 +305,7 @@ class Worker:
             # another transaction held them for a moment: feed again soon, not in 30 s.
             feed = self._units[2]
             feed.due = min(feed.due, feed.due - self.feeder.interval + _REFEED_SECONDS)
-        if self.scheduler and self.processor.free_slots and not stopping:
+        if self.scheduler and self.processor.claim_room() and not stopping:
             return 0.0
         return self._sleep_budget()
 
@@ -316,10 +328,15 @@ class Worker:
             kind, value = self.inbox.get(timeout=wait) if wait > 0 else self.inbox.get_nowait()
         except Empty:
             return
+        finished: list[Outcome] = []
         while True:
             if kind == "outcome":
                 if self.processor.accept(value):
-                    self._unreported.append(value)
+                    finished.append(value)
+            elif kind == "reported":
+                count, offers = value
+                self._reporting -= count
+                self._offer(offers)
             elif kind == "notify":
                 self._on_notify(value)
             elif kind == "feed" and self.feeder.started_at < value:
@@ -330,7 +347,8 @@ class Worker:
             try:
                 kind, value = self.inbox.get_nowait()
             except Empty:
-                return
+                break
+        self._hand_over(finished)
 
     def _on_notify(self, payload: str) -> None:
         message = _decode(payload)
@@ -376,31 +394,18 @@ class Worker:
     def _quota_reached(self) -> bool:
         return self.max_jobs is not None and self.claimed_total >= self.max_jobs
 
-    def _exchange(self, *, claim: bool) -> None:
-        """Report finished attempts and claim new jobs in one transaction.
-
-        One commit per turn instead of two: with a durable commit costing milliseconds, that
-        is most of the difference in throughput. Handlers start only after the commit, and
-        nothing local changes when the transaction fails (it is all retried next turn).
-        """
-        outcomes = self._unreported
-        popped = self._pop_for_claim() if claim else []
-        if not outcomes and not popped:
+    def _claim(self) -> None:
+        """Claim the most urgent jobs of the scheduler, as many as `claim_room` allows, in one
+        statement that commits on its own; handlers start right after it."""
+        popped = self._pop_for_claim()
+        if not popped:
             return
         try:
-            with transaction.atomic():
-                offers = self._report(outcomes)
-                claimed = []
-                if popped:
-                    claimed = state.claim(self.id, len(popped), [e.job_id for e in popped])
+            claimed = state.claim(self.id, len(popped), [e.job_id for e in popped])
         except _DB_ERRORS:
             for entry in popped:
                 self.scheduler.insert(entry)
             raise
-        self._unreported = []
-        for outcome in outcomes:
-            self._unwritten_logs.pop(outcome.attempt.job.attempt_id, None)
-        self._offer(offers)
         # Jobs popped but not claimed were taken by another worker (or cancelled): dropped.
         if len(claimed) < len(popped):
             self.feeder.stale = True
@@ -409,73 +414,30 @@ class Worker:
             self.processor.start(job)
 
     def _pop_for_claim(self) -> list[ScheduledJob]:
-        limit = min(self.processor.free_slots, settings.SCHEDULER_CLAIM_BATCH, len(self.scheduler))
+        room = self.processor.claim_room()
+        limit = min(room, settings.SCHEDULER_CLAIM_BATCH, len(self.scheduler))
         if self.max_jobs is not None:
             limit = min(limit, self.max_jobs - self.claimed_total)
         return [self.scheduler.pop() for _ in range(max(0, limit))]
 
     # --- outcomes ----------------------------------------------------------------------------
 
-    def _report(self, outcomes: list[Outcome]) -> list[ScheduledJob]:
-        """Record outcomes; the jobs that became runnable through them (retries, next slots
-        of recurring series, released dependents), for this worker's scheduler. The other
-        workers hear of those through NOTIFY."""
-        for outcome in outcomes:
-            self._write_logs(outcome.attempt)
-        offers = [entry for o in outcomes if o.error is not None for entry in self._fail(o)]
-        successes = [
-            state.Success(o.attempt.job.id, o.attempt.job.attempt_id, o.result, o.finished_at)
-            for o in outcomes
-            if o.error is None
-        ]
-        if successes:
-            report = state.complete(successes, self.id)
-            if len(report.completed) < len(successes):
-                done = {job["id"] for job in report.completed}
-                for refused in successes:
-                    if str(refused.job_id) not in done:
-                        logger.info("outcome of job %s refused: its claim was lost", refused.job_id)
-            offers += [
-                ScheduledJob.from_row(
-                    {**job, "run_at": datetime.fromisoformat(job["scheduled_at"]) + _TRUNCATION}
-                )
-                for job in report.created
+    def _hand_over(self, outcomes: list[Outcome]) -> None:
+        """Give finished attempts, with the log lines they have left, to the completer."""
+        if not outcomes:
+            return
+        unwritten = self._unwritten_logs
+        self.completer.submit(
+            [
+                Finished(o, unwritten.pop(o.attempt.job.attempt_id, []) + o.attempt.logs.take())
+                for o in outcomes
             ]
-            if report.released:
-                released, _ = runnable_jobs(limit=len(report.released), job_ids=report.released)
-                offers += released
-        return offers
-
-    def _fail(self, outcome: Outcome) -> list[ScheduledJob]:
-        job = outcome.attempt.job
-        error = outcome.error
-        assert error is not None  # noqa: S101 - only failures get here
-        failure = describe(
-            error,
-            attempt_number=job.attempt_number,
-            rng=self.rng,
-            base_seconds=settings.SCHEDULER_BACKOFF_BASE_SECONDS,
         )
-        failed = state.fail(
-            job.id,
-            job.attempt_id,
-            error_type=failure.error_type,
-            error_message=failure.error_message,
-            stack_trace=failure.stack_trace,
-            retry_delay=failure.retry_delay,
-            finished_at=outcome.finished_at,
-        )
-        if failed is None:
-            logger.info("outcome of job %s refused: its claim was lost", job.id)
-            return []
-        if failed["in_dlq"]:
-            return []
-        retry_at = outcome.finished_at + failure.retry_delay
-        return [ScheduledJob.from_row({**failed, "run_at": retry_at})]
+        self._reporting += len(outcomes)
 
     def _write_logs(self, attempt: Attempt) -> None:
-        """Write the attempt's new log lines. They stay in `_unwritten_logs` until the caller
-        knows they are committed: a write that failed (database away) is made again."""
+        """Write a running attempt's new log lines. They stay in `_unwritten_logs` until the
+        caller knows they are committed: a write that failed (database away) is made again."""
         lines = self._unwritten_logs.setdefault(attempt.job.attempt_id, [])
         lines += attempt.logs.take()
         if lines:

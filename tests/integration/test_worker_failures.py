@@ -68,7 +68,8 @@ def test_worker_stopped_past_its_timeout_cannot_finish_or_log_into_the_rescued_j
 def test_sigterm_finishes_the_running_job_claims_nothing_more_and_exits_0(start_worker):
     running = state.enqueue("sleep", {"seconds": 1.5}, priority=1)
     waiting = state.enqueue("noop", {}, priority=3)
-    worker = start_worker("--concurrency", "1")
+    # No prefetch: a stopping worker still runs the jobs it had already claimed.
+    worker = start_worker("--concurrency", "1", "--prefetch", "0")
     wait_for(lambda: job_status(running["id"]) == "processing", timeout=15)
 
     worker.send(signal.SIGTERM)

@@ -34,15 +34,26 @@ def polite(job: Any) -> str:
     return "stopped" if job.cancel_event.wait(5) else "finished"
 
 
+gate = threading.Event()
+
+
+def gated(job: Any) -> None:
+    gate.wait(5)
+
+
 @pytest.fixture(autouse=True)
 def probe_handlers() -> Iterator[None]:
     registry.register("probe_inline", inline=True)(where)
     registry.register("probe_threaded")(where)
     registry.register("probe_stubborn", timeout=0.2)(stubborn)
     registry.register("probe_polite")(polite)
+    registry.register("probe_gated")(gated)
     ran_on.clear()
+    gate.clear()
     yield
-    for name in ("probe_inline", "probe_threaded", "probe_stubborn", "probe_polite"):
+    gate.set()
+    names = ("probe_inline", "probe_threaded", "probe_stubborn", "probe_polite", "probe_gated")
+    for name in names:
         registry.unregister(name)
 
 
@@ -90,7 +101,7 @@ def test_handler_over_its_timeout_is_given_up_and_its_slot_refilled():
 
     (failed,) = processor.expired(time.monotonic())
     assert isinstance(failed.error, HandlerTimeout)
-    assert processor.free_slots == 1 and failed.attempt.context.cancelled
+    assert processor.claim_room() == 1 and failed.attempt.context.cancelled
     # The replacement thread serves the next job while the stubborn one still sleeps.
     processor.start(claimed("probe_threaded", tag="c"))
     assert next_outcome(inbox).result == "done"
@@ -103,6 +114,7 @@ def test_lost_claim_sets_the_cancel_flag_and_its_outcome_is_ignored():
     inbox: SimpleQueue[Any] = SimpleQueue()
     processor = Processor(1, inbox, default_timeout=5)
     attempt = processor.start(claimed("probe_polite"))
+    until(lambda: attempt.started is not None)
 
     assert processor.lose(attempt.job.id) is attempt
     outcome = next_outcome(inbox)
@@ -134,3 +146,43 @@ def test_a_handler_whose_payload_is_declared_as_a_type_gets_an_instance_of_it():
         "class": "ResizeArgs",
         "fields": {"url": "u", "size": {"width": 3, "height": 100}, "format": "png"},
     }
+
+
+def until(condition: Any, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_no_claims_while_every_thread_is_busy_and_at_most_prefetch_jobs_wait():
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(2, inbox, default_timeout=5, prefetch=3)
+    assert processor.claim_room() == 5  # the free threads, plus the prefetch
+
+    attempts = [processor.start(claimed("probe_gated")) for _ in range(5)]
+    until(lambda: processor.waiting == 3)  # two threads took one each
+    assert processor.claim_room() == 0
+    assert all(a.deadline is None for a in attempts if a.started is None)
+
+    gate.set()
+    for _ in attempts:
+        assert processor.accept(next_outcome(inbox))
+    assert processor.claim_room() == 5
+    processor.stop()
+
+
+def test_a_job_lost_while_it_waits_for_a_thread_never_runs():
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(1, inbox, default_timeout=5, prefetch=1)
+    busy = processor.start(claimed("probe_gated"))
+    waiting = processor.start(claimed("probe_threaded", tag="never"))
+    until(lambda: busy.started is not None)
+
+    assert processor.lose(waiting.job.id) is waiting
+    gate.set()
+    assert next_outcome(inbox).attempt is busy
+    processor.start(claimed("probe_threaded", tag="after"))
+    assert next_outcome(inbox).result == "done"
+    assert len(ran_on) == 1  # "after" only
+    processor.stop()

@@ -35,6 +35,13 @@ class Command(BaseCommand):
             default=None,
             help="Handlers run at once (default: SCHEDULER_CONCURRENCY).",
         )
+        parser.add_argument(
+            "--prefetch",
+            type=int,
+            default=None,
+            help="Claimed jobs held beyond the busy threads, waiting for a free one "
+            "(default: SCHEDULER_PREFETCH).",
+        )
         parser.add_argument("--once", action="store_true", help="Run what is due now, then exit.")
         parser.add_argument(
             "--max-jobs", type=positive_int, default=None, help="Exit after running N jobs."
@@ -49,6 +56,7 @@ class Command(BaseCommand):
         worker = Worker(
             scheduler=options["scheduler"],
             concurrency=options["concurrency"],
+            prefetch=options["prefetch"],
             once=options["once"],
             max_jobs=options["max_jobs"],
         )

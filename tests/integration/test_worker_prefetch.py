@@ -1,0 +1,38 @@
+"""Prefetch: a worker whose threads are all busy holds at most `--prefetch` claimed jobs
+that wait for a thread, and claims nothing more, so an idle worker runs the rest."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs import state
+from jobs.models import Job, JobAttempt
+
+from .conftest import job_status, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def held_by(worker_id: object) -> set[str]:
+    jobs = Job.objects.filter(worker_id=worker_id, status="processing")
+    return {str(job_id) for job_id in jobs.values_list("id", flat=True)}
+
+
+def test_a_busy_worker_holds_at_most_its_prefetch_and_an_idle_one_runs_the_rest(start_worker):
+    slow = state.enqueue("sleep", {"seconds": 20}, priority=1)
+    before = [state.enqueue("noop", {}, priority=3) for _ in range(6)]
+    busy = start_worker("--concurrency", "1", "--prefetch", "2")
+    wait_for(lambda: job_status(slow["id"]) == "processing", timeout=15)
+    busy_id = busy.row().id
+    held = held_by(busy_id)
+    # The slow job on its one thread, and at most two claimed with it, waiting for it.
+    assert slow["id"] in held and len(held) <= 1 + 2
+
+    idle = start_worker("--concurrency", "1", "--prefetch", "2")
+    after = [state.enqueue("noop", {}, priority=3) for _ in range(6)]
+    rest = [job["id"] for job in before + after if job["id"] not in held]
+    wait_for(lambda: all(job_status(job_id) == "completed" for job_id in rest), timeout=20)
+
+    ran_on = set(JobAttempt.objects.filter(job_id__in=rest).values_list("worker_id", flat=True))
+    assert ran_on == {idle.row().id}
+    assert held_by(busy_id) == held  # it claimed nothing while its thread was busy

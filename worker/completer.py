@@ -1,0 +1,188 @@
+"""Reporting finished attempts: one thread with its own database connection, group commit.
+
+The loop hands over each turn's finished attempts (`submit`) and goes back to claiming at
+once: a claim never waits behind a completion. This thread takes everything handed over
+since its last commit and reports it in ONE transaction: each attempt's log lines, `fail`
+for each failure, one `complete` for all successes (with their dependents released), then
+one commit. While that commit is on its way, the next outcomes pile up and go together in
+the next one, so the batch grows with the load and a lone job is reported at once (no
+timer). Fencing stays with the statements (`jobs.state`): an outcome whose claim was lost
+is refused, logged, and dropped.
+
+What becomes runnable through a report (a retry, the next run of a recurring job, a
+released dependent) goes back to the loop as ("reported", (count, entries)) on its inbox;
+the other workers hear of it through NOTIFY. If the transaction fails (database away), the
+same outcomes and their log lines are reported again after a backoff, with whatever
+arrived meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from queue import Empty, SimpleQueue
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, connection, transaction
+
+from jobs import state
+from jobs.reconnect import Backoff
+
+from .maintenance import runnable_jobs
+from .outcome import describe
+from .processor import Outcome
+from .schedulers import ScheduledJob
+
+logger = logging.getLogger(__name__)
+
+# Job-object times are cut to the millisecond: a time read from one is waited for this much
+# longer, since a claim a hair too early finds the job not due yet.
+TRUNCATION = timedelta(milliseconds=1)
+_DB_ERRORS = (DatabaseError, InterfaceError)
+
+
+@dataclass
+class Finished:
+    """A finished attempt and the log lines it still has to write."""
+
+    outcome: Outcome
+    lines: list[tuple[datetime, str, str]]
+
+
+class Completer:
+    def __init__(
+        self, worker_id: Any, inbox: SimpleQueue[Any], rng: random.Random, max_backoff: float
+    ) -> None:
+        self.worker_id = worker_id
+        self._inbox = inbox
+        self._rng = rng
+        self._max_backoff = max_backoff
+        self._queue: SimpleQueue[list[Finished] | None] = SimpleQueue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="completer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, finished: list[Finished]) -> None:
+        if finished:
+            self._queue.put(finished)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Report what was submitted, then end; False if that did not happen in `timeout`."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            # Whatever it reports later is refused anyway once the jobs are released.
+            self._stopping.set()
+            return False
+        return True
+
+    def _run(self) -> None:
+        pending: list[Finished] = []
+        backoff = Backoff(0.25, self._max_backoff)
+        ending = False
+        while not (ending and not pending):
+            ending = self._take(pending, block=not pending) or ending
+            try:
+                with transaction.atomic():
+                    offers = self._report(pending)
+            except _DB_ERRORS as exc:
+                wait = backoff.failed()
+                logger.error(
+                    "database unavailable (%s); reporting %d outcomes again in %.1f s",
+                    exc.__class__.__name__,
+                    len(pending),
+                    wait,
+                )
+                _close_connection()
+                if self._stopping.wait(wait):
+                    return
+                continue
+            backoff.succeeded()
+            self._inbox.put(("reported", (len(pending), offers)))
+            pending = []
+        _close_connection()
+
+    def _take(self, pending: list[Finished], *, block: bool) -> bool:
+        """Move what was submitted into `pending`; True once told to end."""
+        try:
+            item = self._queue.get() if block else self._queue.get_nowait()
+            while True:
+                if item is None:
+                    return True
+                pending += item
+                item = self._queue.get_nowait()
+        except Empty:
+            return False
+
+    def _report(self, finished: Sequence[Finished]) -> list[ScheduledJob]:
+        """Record the outcomes; the jobs that became runnable through them."""
+        for item in finished:
+            job = item.outcome.attempt.job
+            if item.lines:
+                state.append_logs(job.id, job.attempt_id, item.lines)
+        outcomes = [item.outcome for item in finished]
+        offers = [entry for o in outcomes if o.error is not None for entry in self._fail(o)]
+        successes = [
+            state.Success(o.attempt.job.id, o.attempt.job.attempt_id, o.result, o.finished_at)
+            for o in outcomes
+            if o.error is None
+        ]
+        if successes:
+            report = state.complete(successes, self.worker_id)
+            if len(report.completed) < len(successes):
+                done = {job["id"] for job in report.completed}
+                for refused in successes:
+                    if str(refused.job_id) not in done:
+                        logger.info("outcome of job %s refused: its claim was lost", refused.job_id)
+            offers += [
+                ScheduledJob.from_row(
+                    {**job, "run_at": datetime.fromisoformat(job["scheduled_at"]) + TRUNCATION}
+                )
+                for job in report.created
+            ]
+            if report.released:
+                released, _ = runnable_jobs(limit=len(report.released), job_ids=report.released)
+                offers += released
+        return offers
+
+    def _fail(self, outcome: Outcome) -> list[ScheduledJob]:
+        job = outcome.attempt.job
+        error = outcome.error
+        assert error is not None  # noqa: S101 - only failures get here
+        failure = describe(
+            error,
+            attempt_number=job.attempt_number,
+            rng=self._rng,
+            base_seconds=settings.SCHEDULER_BACKOFF_BASE_SECONDS,
+        )
+        failed = state.fail(
+            job.id,
+            job.attempt_id,
+            error_type=failure.error_type,
+            error_message=failure.error_message,
+            stack_trace=failure.stack_trace,
+            retry_delay=failure.retry_delay,
+            finished_at=outcome.finished_at,
+        )
+        if failed is None:
+            logger.info("outcome of job %s refused: its claim was lost", job.id)
+            return []
+        if failed["in_dlq"]:
+            return []
+        retry_at = outcome.finished_at + failure.retry_delay
+        return [ScheduledJob.from_row({**failed, "run_at": retry_at})]
+
+
+def _close_connection() -> None:
+    """This thread's connection (Django's are per thread): broken, or no longer needed."""
+    try:
+        connection.close()
+    except _DB_ERRORS:
+        logger.debug("closing the completer's connection failed", exc_info=True)
