@@ -18,9 +18,10 @@ def held_by(worker_id: object) -> set[str]:
     return {str(job_id) for job_id in jobs.values_list("id", flat=True)}
 
 
+# `echo` runs on a handler thread (`noop` is inline: it never waits for one).
 def test_a_busy_worker_holds_at_most_its_prefetch_and_an_idle_one_runs_the_rest(start_worker):
     slow = state.enqueue("sleep", {"seconds": 20}, priority=1)
-    before = [state.enqueue("noop", {}, priority=3) for _ in range(6)]
+    before = [state.enqueue("echo", {"value": n}, priority=3) for n in range(6)]
     busy = start_worker("--concurrency", "1", "--prefetch", "2")
     wait_for(lambda: job_status(slow["id"]) == "processing", timeout=15)
     busy_id = busy.row().id
@@ -29,7 +30,7 @@ def test_a_busy_worker_holds_at_most_its_prefetch_and_an_idle_one_runs_the_rest(
     assert slow["id"] in held and len(held) <= 1 + 2
 
     idle = start_worker("--concurrency", "1", "--prefetch", "2")
-    after = [state.enqueue("noop", {}, priority=3) for _ in range(6)]
+    after = [state.enqueue("echo", {"value": n}, priority=3) for n in range(6)]
     rest = [job["id"] for job in before + after if job["id"] not in held]
     wait_for(lambda: all(job_status(job_id) == "completed" for job_id in rest), timeout=20)
 
