@@ -87,8 +87,12 @@ class Completer:
         pending: list[Finished] = []
         backoff = Backoff(0.25, self._max_backoff)
         ending = False
-        while not (ending and not pending):
-            ending = self._take(pending, block=not pending) or ending
+        while True:
+            ending = self._take(pending, block=not (pending or ending)) or ending
+            if not pending:
+                if ending:
+                    break
+                continue
             try:
                 with transaction.atomic():
                     offers = self._report(pending)

@@ -165,7 +165,8 @@ class Worker:
             self.processor.stop()
             if forced:
                 self._receive(0.0)  # outcomes that came in since the last turn
-            if not self.completer.stop(_FINAL_REPORT_SECONDS if forced else None):
+            grace = _FINAL_REPORT_SECONDS if forced else settings.SCHEDULER_SHUTDOWN_GRACE
+            if not self.completer.stop(grace):
                 logger.warning("%d outcomes could not be reported", self._reporting)
             self._with_database(lambda: self._finish(forced))
             stats_publisher.flush()
@@ -305,7 +306,12 @@ class Worker:
             # another transaction held them for a moment: feed again soon, not in 30 s.
             feed = self._units[2]
             feed.due = min(feed.due, feed.due - self.feeder.interval + _REFEED_SECONDS)
-        if self.scheduler and self.processor.claim_room() and not stopping:
+        if (
+            self.scheduler
+            and self.processor.claim_room()
+            and not stopping
+            and not self._quota_reached()
+        ):
             return 0.0
         return self._sleep_budget()
 
