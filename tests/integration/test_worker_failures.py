@@ -22,12 +22,12 @@ def attempts_of(job_id: str) -> list[JobAttempt]:
 def test_killed_worker_job_is_rescued_and_finished_by_another(start_worker):
     job = state.enqueue("sleep", {"seconds": 1.5})
     doomed = start_worker()
-    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=60)
     doomed.send(signal.SIGKILL)
     doomed.wait()
 
     survivor = start_worker()
-    wait_for(lambda: job_status(job["id"]) == "completed", timeout=20)
+    wait_for(lambda: job_status(job["id"]) == "completed", timeout=60)
 
     first, second = attempts_of(job["id"])
     assert (first.status, first.error_type) == ("failed", "WorkerLost")
@@ -39,11 +39,11 @@ def test_killed_worker_job_is_rescued_and_finished_by_another(start_worker):
 def test_worker_stopped_past_its_timeout_cannot_finish_or_log_into_the_rescued_job(start_worker):
     job = state.enqueue("sleep", {"seconds": 2.5, "lines_after": 2})
     paused = start_worker()
-    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=60)
     paused.send(signal.SIGSTOP)
 
     rescuer = start_worker()
-    wait_for(lambda: job_status(job["id"]) == "completed", timeout=20)
+    wait_for(lambda: job_status(job["id"]) == "completed", timeout=60)
     paused.send(signal.SIGCONT)
     wait_for(
         lambda: "claim lost" in paused.logs() or "refused" in paused.logs(),
@@ -70,7 +70,7 @@ def test_sigterm_finishes_the_running_job_claims_nothing_more_and_exits_0(start_
     waiting = state.enqueue("noop", {}, priority=3)
     # No prefetch: a stopping worker still runs the jobs it had already claimed.
     worker = start_worker("--concurrency", "1", "--prefetch", "0")
-    wait_for(lambda: job_status(running["id"]) == "processing", timeout=15)
+    wait_for(lambda: job_status(running["id"]) == "processing", timeout=60)
 
     worker.send(signal.SIGTERM)
     wait_for(lambda: worker.row().status == WorkerStatus.STOPPING, what="stopping status")
@@ -86,7 +86,7 @@ def test_sigterm_finishes_the_running_job_claims_nothing_more_and_exits_0(start_
 def test_second_signal_stops_at_once_and_returns_running_jobs_to_pending(start_worker, signum):
     job = state.enqueue("sleep", {"seconds": 30})
     worker = start_worker()
-    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=60)
 
     worker.send(signum)
     wait_for(lambda: worker.row().status == WorkerStatus.STOPPING, what="stopping status")
@@ -105,7 +105,7 @@ def test_second_signal_stops_at_once_and_returns_running_jobs_to_pending(start_w
 def test_grace_period_over_returns_the_job_to_pending(start_worker):
     job = state.enqueue("sleep", {"seconds": 30})
     worker = start_worker(env={"SCHEDULER_SHUTDOWN_GRACE": "1"})
-    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=60)
 
     worker.send(signal.SIGTERM)
 
@@ -117,7 +117,7 @@ def test_cancel_of_a_running_job_reaches_its_handler_and_frees_the_slot(start_wo
     cancelled = state.enqueue("wait_for_cancel", {"seconds": 30}, priority=1)
     next_job = state.enqueue("noop", {}, priority=3)
     worker = start_worker("--concurrency", "1")
-    wait_for(lambda: job_status(cancelled["id"]) == "processing", timeout=15)
+    wait_for(lambda: job_status(cancelled["id"]) == "processing", timeout=60)
 
     state.cancel(cancelled["id"])
 
@@ -132,7 +132,7 @@ def test_cancel_of_a_running_job_reaches_its_handler_and_frees_the_slot(start_wo
 def test_late_finish_of_a_cancelled_job_cannot_overwrite_it(start_worker):
     job = state.enqueue("sleep", {"seconds": 1.0})
     worker = start_worker()
-    wait_for(lambda: job_status(job["id"]) == "processing", timeout=15)
+    wait_for(lambda: job_status(job["id"]) == "processing", timeout=60)
 
     state.cancel(job["id"])
     time.sleep(2.0)  # the handler ignores the flag and returns after its second

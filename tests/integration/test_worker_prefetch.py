@@ -23,7 +23,7 @@ def test_a_busy_worker_holds_at_most_its_prefetch_and_an_idle_one_runs_the_rest(
     slow = state.enqueue("sleep", {"seconds": 20}, priority=1)
     before = [state.enqueue("echo", {"value": n}, priority=3) for n in range(6)]
     busy = start_worker("--concurrency", "1", "--prefetch", "2")
-    wait_for(lambda: job_status(slow["id"]) == "processing", timeout=15)
+    wait_for(lambda: job_status(slow["id"]) == "processing", timeout=60)
     busy_id = busy.row().id
     held = held_by(busy_id)
     # The slow job on its one thread, and at most two claimed with it, waiting for it.
@@ -32,7 +32,7 @@ def test_a_busy_worker_holds_at_most_its_prefetch_and_an_idle_one_runs_the_rest(
     idle = start_worker("--concurrency", "1", "--prefetch", "2")
     after = [state.enqueue("echo", {"value": n}, priority=3) for n in range(6)]
     rest = [job["id"] for job in before + after if job["id"] not in held]
-    wait_for(lambda: all(job_status(job_id) == "completed" for job_id in rest), timeout=20)
+    wait_for(lambda: all(job_status(job_id) == "completed" for job_id in rest), timeout=60)
 
     ran_on = set(JobAttempt.objects.filter(job_id__in=rest).values_list("worker_id", flat=True))
     assert ran_on == {idle.row().id}
