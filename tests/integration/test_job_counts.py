@@ -183,12 +183,13 @@ class Actor:
 
     def prune(self) -> str:
         # Some finished jobs are made a week old, then a batch past the retention is pruned.
+        # Rows another actor holds are skipped: waiting on them, in random order, deadlocked.
         with connection.cursor() as cursor:
             cursor.execute(
                 "UPDATE jobs SET completed_at = completed_at - interval '8 days',"
                 " cancelled_at = cancelled_at - interval '8 days'"
                 " WHERE id IN (SELECT id FROM jobs WHERE status IN ('completed', 'cancelled')"
-                " ORDER BY random() LIMIT 5)"
+                " ORDER BY random() LIMIT 5 FOR UPDATE SKIP LOCKED)"
             )
         retention.prune(limit=self.rng.randint(1, 10), continues=False)
         return "prune"
