@@ -80,6 +80,7 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
             more=len(candidates) >= limit,
         )
         _record(pruned, now, continues)
+        fetch("count_prune", {"jobs": pruned.jobs})
         if pruned.jobs:
             notifier.emit_after_commit([], counts_changed=True)
     return pruned

@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from jobs.api.errors import not_found_view
+from jobs.api.views import MetricsView
 
 urlpatterns = [
     path("api/", include("jobs.live.urls")),
@@ -11,6 +12,7 @@ urlpatterns = [
     re_path(r"^api/", not_found_view),
     path("api-docs.json", SpectacularJSONAPIView.as_view(), name="openapi-schema"),
     path("api-docs", SpectacularSwaggerView.as_view(url_name="openapi-schema"), name="api-docs"),
+    path("metrics", MetricsView.as_view(), name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("jobs.console.urls")),

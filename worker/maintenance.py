@@ -33,7 +33,7 @@ from django.db import DatabaseError, InterfaceError, connection
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from jobs import retention, state, stats
+from jobs import metrics, retention, state, stats
 from jobs.models import Worker, WorkerStatus
 
 from .schedulers import ScheduledJob
@@ -181,7 +181,7 @@ class CountFold(Unit):
         self.interval = interval
 
     def run_once(self) -> dict[str, int]:
-        return {"folded": stats.fold_counts()}
+        return {"folded": stats.fold_counts(), "metrics_folded": metrics.fold()}
 
 
 class Pruner(Unit):

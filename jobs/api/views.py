@@ -13,7 +13,9 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from prometheus_client.exposition import choose_encoder
 from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny
@@ -22,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from jobs import state
+from jobs import metrics, state
 from jobs.representation import represent_job
 from jobs.selectors import job_attempts, job_list
 from jobs.state import JobObject
@@ -111,6 +113,15 @@ class JobStatsView(ApiView):
     )
     def get(self, request: Request) -> Response:
         return Response(current_stats())
+
+
+class MetricsView(ApiView):
+    """Prometheus text, authenticated like every API read (a viewer's token will do)."""
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request) -> HttpResponse:
+        encoder, content_type = choose_encoder(request.META.get("HTTP_ACCEPT", ""))
+        return HttpResponse(encoder(metrics.registry), content_type=content_type)
 
 
 class DlqListView(ApiView):

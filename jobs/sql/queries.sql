@@ -375,3 +375,41 @@ FOR UPDATE SKIP LOCKED;
 -- to a deleted job.
 SELECT * FROM scheduler_delete_jobs(
     ARRAY(SELECT id FROM unnest(%(job_ids)s::uuid[]) AS id WHERE NOT scheduler_waited_on(id)));
+
+-- name: job_metrics
+-- The metric rows of `job_metrics` (schema.sql), summed per series, and how many rows were
+-- summed (`fold_job_metrics` keeps that small).
+SELECT name, type, queue, label, le, sum(n) AS n, sum(total) AS total, count(*) AS summed
+FROM job_metrics
+GROUP BY name, type, queue, label, le;
+
+-- name: fold_job_metrics
+-- Collapse the appended metric rows into one per series, as `fold_job_counts` does.
+WITH folded AS (
+    DELETE FROM job_metrics
+    WHERE EXISTS (SELECT 1 FROM job_metrics GROUP BY name, type, queue, label, le
+                  HAVING count(*) > 1)
+    RETURNING name, type, queue, label, le, n, total
+), summed AS (
+    INSERT INTO job_metrics (name, type, queue, label, le, n, total)
+    SELECT name, type, queue, label, le, sum(n), sum(total) FROM folded
+    GROUP BY name, type, queue, label, le
+)
+SELECT count(*) AS folded FROM folded;
+
+-- name: metric_buckets
+SELECT scheduler_metric_buckets() AS buckets;
+
+-- name: count_prune
+-- One pruner pass (the holder of the prune turn), and the jobs it deleted.
+INSERT INTO job_metrics (name, n, total)
+VALUES ('prune_runs', 1, 0), ('pruned_jobs', %(jobs)s, 0);
+
+-- name: worker_metrics
+-- Every worker that claims it is alive, with its handler slots, the jobs it runs now and
+-- how long ago it last beat.
+SELECT w.id, w.hostname, w.pid, w.status, w.concurrency,
+       extract(epoch FROM now() - w.heartbeat_at)::double precision AS heartbeat_age,
+       (SELECT count(*) FROM jobs j WHERE j.status = 'processing' AND j.worker_id = w.id) AS busy
+FROM workers w
+WHERE w.status IN ('running', 'stopping');

@@ -85,13 +85,21 @@ $$ SELECT CASE WHEN in_dlq THEN 'dlq' ELSE status END $$;
 
 -- A statement-level trigger: one aggregate over the statement's transition tables, so a
 -- claim of 250 jobs appends two rows, not 500. A trigger sees only the transition tables
--- it declared, hence one branch per operation.
+-- it declared, hence one branch per operation. The same pass appends the statement's
+-- metrics (`job_metrics`, below): created; for an update each change of state (a row may
+-- count under several names: a failure that entered the DLQ is `failed` and
+-- `dead_lettered`) and the wait from due (`run_at`) to the claim. `failed` is an attempt
+-- that ended without success (its handler failed, its worker was lost), `retried` those of
+-- them that will run again.
 CREATE OR REPLACE FUNCTION scheduler_count_jobs() RETURNS trigger
 LANGUAGE plpgsql AS
 $$ BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO job_counts (key, n)
         SELECT scheduler_count_key(status, in_dlq), count(*) FROM new_rows GROUP BY 1;
+        INSERT INTO job_metrics (name, type, queue, n)
+        SELECT 'created', r.type, scheduler_metric_queue(r), count(*) FROM new_rows AS r
+        GROUP BY 2, 3;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO job_counts (key, n)
         SELECT scheduler_count_key(status, in_dlq), -count(*) FROM old_rows GROUP BY 1;
@@ -103,16 +111,45 @@ $$ BEGIN
               SELECT scheduler_count_key(status, in_dlq), -1 FROM old_rows) AS moved
         GROUP BY key
         HAVING sum(n) <> 0;
+        INSERT INTO job_metrics (name, type, queue, le, n, total)
+        SELECT m.name, r.type, scheduler_metric_queue(r), m.le, count(*), sum(m.value)
+        FROM old_rows AS o
+        JOIN new_rows AS r ON r.id = o.id
+        CROSS JOIN LATERAL (
+            SELECT 'completed' AS name, 'Infinity'::double precision AS le,
+                   0::double precision AS value
+            WHERE r.status = 'completed' AND o.status <> 'completed'
+            UNION ALL
+            SELECT 'failed', 'Infinity', 0
+            WHERE o.status = 'processing' AND r.status IN ('failed', 'pending')
+            UNION ALL
+            SELECT 'retried', 'Infinity', 0
+            WHERE o.status = 'processing' AND r.status IN ('failed', 'pending') AND NOT r.in_dlq
+            UNION ALL
+            SELECT 'dead_lettered', 'Infinity', 0 WHERE r.in_dlq AND NOT o.in_dlq
+            UNION ALL
+            SELECT 'dlq_retried', 'Infinity', 0 WHERE o.in_dlq AND NOT r.in_dlq
+            UNION ALL
+            SELECT 'cancelled', 'Infinity', 0
+            WHERE r.status = 'cancelled' AND o.status <> 'cancelled'
+            UNION ALL
+            SELECT 'wait_seconds', scheduler_metric_le(w.seconds), w.seconds
+            FROM (SELECT greatest(0, extract(epoch FROM r.started_at - o.run_at))::double precision
+                         AS seconds) AS w
+            WHERE r.status = 'processing' AND o.status <> 'processing'
+        ) AS m
+        GROUP BY 1, 2, 3, 4;
     END IF;
     RETURN NULL;
 END $$;
 
 -- TRUNCATE (a test database's flush) takes an exclusive lock on `jobs`, so nothing else is
--- counting meanwhile: every counter is zero afterwards.
+-- counting meanwhile: every counter is zero afterwards, the metrics' (below) too.
 CREATE OR REPLACE FUNCTION scheduler_count_truncate() RETURNS trigger
 LANGUAGE plpgsql AS
 $$ BEGIN
     DELETE FROM job_counts;
+    DELETE FROM job_metrics;
     RETURN NULL;
 END $$;
 
@@ -168,3 +205,56 @@ $$ WITH logs AS (
    )
    SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM attempts),
           (SELECT count(*) FROM logs) $$;
+
+-- Prometheus metrics (`jobs.metrics`, GET /metrics), kept like the job counters: in the
+-- transaction of every change, appended by statement-level triggers, summed when read and
+-- folded by the workers' `CountFold` unit. Every web process then answers the same figures
+-- for every worker's work, with no per-process state to merge. A row is one observation
+-- group: `name` a counter (`le` infinite, `total` 0) or a histogram (`le` the bucket's
+-- upper bound, `total` the sum of the values), by job type, queue and `label` (an outcome).
+CREATE TABLE IF NOT EXISTS job_metrics (
+    name text NOT NULL,
+    type text NOT NULL DEFAULT '',
+    queue text NOT NULL DEFAULT '',
+    label text NOT NULL DEFAULT '',
+    le double precision NOT NULL DEFAULT 'Infinity',
+    n bigint NOT NULL,
+    total double precision NOT NULL DEFAULT 0
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000);
+
+-- The histograms' bucket bounds in seconds: from a fast claim to an hour-long handler.
+CREATE OR REPLACE FUNCTION scheduler_metric_buckets() RETURNS double precision[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT ARRAY[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900,
+                3600]::double precision[] $$;
+
+-- The smallest bucket bound that holds `seconds` (infinite above the last).
+CREATE OR REPLACE FUNCTION scheduler_metric_le(seconds double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT coalesce((SELECT min(b) FROM unnest(scheduler_metric_buckets()) AS b WHERE b >= seconds),
+                   'Infinity') $$;
+
+-- The queue a job's metrics are counted under.
+CREATE OR REPLACE FUNCTION scheduler_metric_queue(j jobs) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT 'default'::text $$;
+
+-- How long each closed attempt ran, by outcome (succeeded, failed).
+CREATE OR REPLACE FUNCTION scheduler_metric_attempts() RETURNS trigger
+LANGUAGE plpgsql AS
+$$ BEGIN
+    INSERT INTO job_metrics (name, type, queue, label, le, n, total)
+    SELECT 'run_seconds', j.type, scheduler_metric_queue(j), a.status,
+           scheduler_metric_le(a.duration_ms / 1000.0), count(*), sum(a.duration_ms / 1000.0)
+    FROM old_rows AS o
+    JOIN new_rows AS a ON a.id = o.id
+    JOIN jobs AS j ON j.id = a.job_id
+    WHERE o.finished_at IS NULL AND a.finished_at IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER job_attempts_metric_updates AFTER UPDATE ON job_attempts
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_metric_attempts();

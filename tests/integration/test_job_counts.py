@@ -267,8 +267,8 @@ def test_a_fold_leaves_one_row_per_counter_and_a_big_backlog_is_folded_by_its_re
     for _ in range(3):
         state.enqueue("noop", {})
     unit = CountFold(interval=1.0)  # what every worker runs each second
-    assert unit.run_once() == {"folded": 3}
-    assert unit.run_once() == {"folded": 0}  # already one row per counter
+    assert unit.run_once() == {"folded": 3, "metrics_folded": 3}
+    assert unit.run_once() == {"folded": 0, "metrics_folded": 0}  # one row per counter
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO job_counts (key, n) SELECT 'pending', 0 FROM generate_series(1, 2500)"

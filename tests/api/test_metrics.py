@@ -1,0 +1,69 @@
+"""GET /metrics: Prometheus text from the database, so any web process answers the same."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+from rest_framework.test import APIClient
+
+from jobs import retention
+from jobs.models import Worker
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def labels(**values: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(values.items()))
+
+
+def scrape(client: APIClient) -> Samples:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for sample in family.samples
+    }
+
+
+def test_metrics_need_credentials_like_the_api(anon_client: APIClient) -> None:
+    response = anon_client.get("/metrics")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "not_authenticated"
+
+
+def test_metrics_count_what_happened_to_jobs_by_type_and_queue(
+    viewer_client: APIClient, job_in_state: Callable[..., dict[str, Any]], worker: Worker
+) -> None:
+    for target in ("pending", "completed", "failed", "dlq", "processing", "cancelled"):
+        job_in_state(target)
+    retention.prune(limit=10, continues=False)
+
+    samples = scrape(viewer_client)
+    by_type = labels(queue="default", type="noop")
+    assert samples[("scheduler_jobs_created_total", by_type)] == 6
+    assert samples[("scheduler_jobs_completed_total", by_type)] == 1
+    assert samples[("scheduler_jobs_failed_total", by_type)] == 2
+    assert samples[("scheduler_jobs_retried_total", by_type)] == 1
+    assert samples[("scheduler_jobs_dead_lettered_total", by_type)] == 1
+    assert samples[("scheduler_jobs_cancelled_total", by_type)] == 1
+    for state, n in {"pending": 1, "processing": 1, "completed": 1, "failed": 1, "dlq": 1}.items():
+        assert samples[("scheduler_jobs", (("state", state),))] == n
+    # Four claims waited; three attempts ended, one ran to success.
+    assert samples[("scheduler_job_wait_seconds_count", by_type)] == 4
+    inf = labels(queue="default", type="noop", le="+Inf")
+    assert samples[("scheduler_job_wait_seconds_bucket", inf)] == 4
+    ran = {
+        outcome: samples[("scheduler_job_run_seconds_count", (("outcome", outcome), *by_type))]
+        for outcome in ("succeeded", "failed")
+    }
+    assert ran == {"succeeded": 1, "failed": 2}
+    this_worker = labels(host="test-host", pid=str(worker.pid), worker=str(worker.id))
+    assert samples[("scheduler_workers_live", ())] == 1
+    assert samples[("scheduler_worker_up", this_worker)] == 1
+    assert samples[("scheduler_worker_busy_slots", this_worker)] == 1
+    assert samples[("scheduler_worker_slots", this_worker)] == 1
+    assert samples[("scheduler_prune_runs_total", ())] == 1
