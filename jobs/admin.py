@@ -30,6 +30,7 @@ from . import state, webhooks
 from .display import job_display_state, shown_json
 from .models import (
     ApiToken,
+    AuditEntry,
     DeadLetterJob,
     Job,
     JobAttempt,
@@ -425,3 +426,37 @@ class ApiTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ("prefix", "user__username")
     list_select_related = ("user",)
     fields = readonly_fields = ("prefix", "user", "created_at", "last_used_at")
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The audit log, read-only like the console's page: nobody edits or deletes an entry
+    (the database refuses a change too); the pruner removes old ones."""
+
+    list_display = ("at", "username", "source", "address", "action", "target", "count")
+    list_filter = ("action", "source")
+    search_fields = ("=username", "=target")
+    date_hierarchy = "at"
+    ordering = ("-at", "-id")
+    show_full_result_count = False
+    fields = (
+        "at",
+        "username",
+        "source",
+        "address",
+        "action",
+        "target",
+        "count",
+        "summary",
+        "before_json",
+        "after_json",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="before")
+    def before_json(self, entry: AuditEntry) -> str:
+        return _pretty_json(entry.before, "")
+
+    @admin.display(description="after")
+    def after_json(self, entry: AuditEntry) -> str:
+        return _pretty_json(entry.after, "")

@@ -8,7 +8,7 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import events, stats, webhooks
+        from . import audit, events, stats, webhooks  # noqa: F401 (audit: its signals)
         from .notifier import notifier
 
         # Every installed app's handlers.py registers its job types (the worker's built-in

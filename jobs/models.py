@@ -5,6 +5,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class JobStatus(models.TextChoices):
@@ -381,3 +382,46 @@ class Webhook(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+
+class AuditSource(models.TextChoices):
+    API = "api", "API"
+    CONSOLE = "console", "Console"
+    ADMIN = "admin", "Admin"
+
+
+class AuditEntry(models.Model):
+    """One operator action (`jobs.audit`): who, when, from where, what, before and after.
+
+    Written in the transaction of the action it records; never updated (a trigger of
+    `schema.sql` refuses it) and deleted only by the pruner past `SCHEDULER_RETAIN_AUDIT`.
+    """
+
+    at = models.DateTimeField(default=timezone.now)
+    # The name is kept as it was: the user may be renamed or deleted later.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, db_index=False
+    )
+    username = models.CharField(max_length=150)
+    source = models.CharField(max_length=16, choices=AuditSource.choices)
+    address = models.CharField(max_length=64, blank=True, default="")
+    action = models.CharField(max_length=32)
+    # What it was done to: a job id, a webhook, or how many jobs.
+    target = models.CharField(max_length=200, blank=True, default="")
+    count = models.PositiveBigIntegerField(default=1)
+    summary = models.TextField(blank=True, default="")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "audit_log"
+        ordering = ["-at", "-id"]
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit log"
+        indexes = [
+            models.Index(fields=["-at", "-id"], name="audit_log_at_idx"),
+            models.Index(fields=["target", "-at"], name="audit_log_target_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.username} {self.action} {self.target}"

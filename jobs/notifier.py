@@ -21,6 +21,8 @@ from typing import Any
 
 from django.db import transaction
 
+from . import audit
+
 logger = logging.getLogger(__name__)
 
 # ("job.completed", job object): the type of a domain event and the job it is about.
@@ -59,6 +61,12 @@ class Notifier:
             transaction.on_commit(lambda: self.deliver(batch))
 
     def deliver(self, batch: Batch) -> None:
+        # What subscribers do (webhook deliveries are jobs) is the system's work, not the
+        # operator's whose request committed the batch.
+        with audit.acting(None):
+            self._deliver(batch)
+
+    def _deliver(self, batch: Batch) -> None:
         for subscriber in tuple(self._subscribers):
             try:
                 subscriber(batch)

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from . import audit
 from .models import LastPrune
 from .notifier import notifier
 from .sql import fetch
@@ -81,6 +82,8 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
         )
         _record(pruned, now, continues)
         fetch("count_prune", {"jobs": pruned.jobs})
+        # The audit log has its own retention; a bounded batch per pass like the jobs'.
+        audit.prune(limit=limit)
         if pruned.jobs:
             notifier.emit_after_commit([], counts_changed=True)
     return pruned

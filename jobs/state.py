@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from . import limits
+from . import audit, limits
 from .models import Job, JobDependency, JobStatus, RecurInterval
 from .notifier import notifier
 from .recurrence import RecurringRun, recurrence_of
@@ -177,10 +177,16 @@ def enqueue(
     errors = _validate(spec, now)
     if errors:
         raise JobValidationError(errors)
-    if depends_on is None:
+    if depends_on is None and not audit.active():
         # One statement, atomic on its own: inside the caller's transaction it commits with
         # it, outside one it commits at once. Its own transaction would only add round trips.
         created = _create(spec, now, pending_dependencies=0)
+        notifier.emit_after_commit([("job.created", created)])
+        return created
+    if depends_on is None:
+        with transaction.atomic():
+            created = _create(spec, now, pending_dependencies=0)
+            _audit_created(created)
         notifier.emit_after_commit([("job.created", created)])
         return created
     with transaction.atomic():
@@ -197,8 +203,18 @@ def enqueue(
         job_id = _create(spec, now, pending_dependencies)["id"]
         JobDependency.objects.create(job_id=job_id, depends_on_id=depends_on)
         created = get_job(job_id)  # its object names the edge, written after the row
+        _audit_created(created)
         notifier.emit_after_commit([("job.created", created)])
     return created
+
+
+def _audit_created(job: JobObject) -> None:
+    audit.record(
+        "create",
+        target=job["id"],
+        summary=f"Created a {job['type']} job",
+        after={k: job[k] for k in ("type", "payload", "priority", "scheduled_at", "depends_on")},
+    )
 
 
 def _create(spec: JobSpec, now: datetime, pending_dependencies: int) -> JobObject:
@@ -415,10 +431,14 @@ def _take_back(params: dict[str, Any]) -> list[JobObject]:
 def cancel(job_id: uuid.UUID, reason: str | None = None) -> JobObject:
     """Cancel a pending, running or retry-waiting job, and every job waiting on it."""
     with transaction.atomic():
+        before = _audit_status(job_id)
         rows = fetch("cancel_job", {"job_id": job_id, "reason": reason})
         if not rows:
             raise _refusal(job_id, "cancel")
         job = EncodedJob(rows[0]["job"])
+        audit.record(
+            "cancel", target=str(job_id), summary=reason or "", before=before, after=_status(job)
+        )
         if rows[0]["cancelled_attempt_id"] is not None:
             _notify([json.dumps({"cancelled": str(job_id)})])
         dependents = _cancel_dependents([job_id], "was cancelled")
@@ -440,6 +460,15 @@ def retry_many_from_dlq(job_ids: Sequence[uuid.UUID]) -> list[JobObject]:
         rows = fetch("retry_dlq_job", {"job_ids": list(job_ids)})
         _notify_runnable(rows)
         jobs = _job_objects(rows)
+        if jobs:
+            target, ids = audit.jobs_target([j["id"] for j in jobs])
+            audit.record(
+                "retry",
+                target=target,
+                count=len(jobs),
+                before={"status": "dlq", **ids},
+                after={"status": JobStatus.PENDING},
+            )
         notifier.emit_after_commit([("job.retry_scheduled", j) for j in jobs])
     return jobs
 
@@ -459,6 +488,8 @@ def purge_many(job_ids: Sequence[uuid.UUID] | None) -> int:
         if job_ids is not None:
             in_dlq = in_dlq.filter(id__in=list(job_ids))
         targets = list(in_dlq.values_list("id", flat=True))
+        if targets and audit.active():
+            _audit_purge(targets, emptied=job_ids is None)
         dependents = _cancel_dependents(targets, "was purged from the dead-letter queue")
         purged = int(fetch("purge_dlq_jobs", {"job_ids": targets})[0]["purged"])
         notifier.emit_after_commit([("job.cancelled", j) for j in dependents], counts_changed=True)
@@ -470,6 +501,33 @@ def empty_dlq() -> int:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _status(job: Mapping[str, Any]) -> dict[str, str]:
+    return {"status": "dlq" if job["in_dlq"] else job["status"]}
+
+
+def _audit_status(job_id: uuid.UUID) -> dict[str, str] | None:
+    """The state the audit log records as "before" (read only when someone is acting)."""
+    if not audit.active():
+        return None
+    current = Job.objects.filter(id=job_id).values("status", "in_dlq").first()
+    return _status(current) if current else None
+
+
+def _audit_purge(job_ids: Sequence[uuid.UUID], *, emptied: bool) -> None:
+    """A purge deletes the jobs: the entry keeps what they were (the job itself when one)."""
+    target, ids = audit.jobs_target(job_ids)
+    before: dict[str, Any] = {"status": "dlq", **ids}
+    if len(job_ids) == 1:
+        before = get_job(job_ids[0])
+    audit.record(
+        "empty_dlq" if emptied else "purge",
+        target=target,
+        count=len(job_ids),
+        before=before,
+        after=None,
+    )
 
 
 def _cancel_dependents(job_ids: Sequence[uuid.UUID], verb: str) -> list[JobObject]:

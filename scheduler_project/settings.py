@@ -115,6 +115,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     # After Django's own, as django-axes asks: it turns a locked-out login into its page.
     "axes.middleware.AxesMiddleware",
+    "jobs.api.middleware.AuditActorMiddleware",
     # Last: it turns a database outage raised by a view into a 503 (see its module).
     "jobs.api.unavailable.DatabaseUnavailableMiddleware",
 ]
@@ -293,6 +294,8 @@ SCHEDULER_STATS_INTERVAL = env_float("SCHEDULER_STATS_INTERVAL", 0.5)
 # with its attempts and logs; 0 keeps it forever. Dead letters are kept by default.
 SCHEDULER_RETAIN_COMPLETED = env_float("SCHEDULER_RETAIN_COMPLETED", 7 * 24 * 3600.0)
 SCHEDULER_RETAIN_DLQ = env_float("SCHEDULER_RETAIN_DLQ", 0.0)
+# Seconds an audit log entry is kept, then pruned (90 days); 0 keeps it forever.
+SCHEDULER_RETAIN_AUDIT = env_float("SCHEDULER_RETAIN_AUDIT", 90 * 24 * 3600.0)
 SCHEDULER_PRUNE_INTERVAL = env_float("SCHEDULER_PRUNE_INTERVAL", 60.0)
 SCHEDULER_PRUNE_BATCH = env_int("SCHEDULER_PRUNE_BATCH", 1000)
 # Django Tasks (django-tasks, the backport of Django 6.0's django.tasks): every `@task`

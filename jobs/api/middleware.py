@@ -11,20 +11,20 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
+from jobs import audit
 from jobs.logging import request_id_var
+from jobs.models import AuditSource
+
+from .clients import client_address
 
 logger = logging.getLogger("jobs.access")
 
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-class RequestIdMiddleware:
-    """Tag the request, its log lines and its response with `X-Request-ID`.
-
-    A client's own id is kept when it is a sane token; otherwise a new one is made.
-    Sync and async capable, so that under ASGI an async view (the SSE stream) stays on the
-    event loop and its body is streamed, not run through a thread.
-    """
+class _SyncAndAsyncMiddleware:
+    """Sync and async capable, so that under ASGI an async view (the SSE stream) stays on the
+    event loop and its body is streamed, not run through a thread."""
 
     sync_capable = True
     async_capable = True
@@ -33,6 +33,13 @@ class RequestIdMiddleware:
         self.get_response = get_response
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
+
+
+class RequestIdMiddleware(_SyncAndAsyncMiddleware):
+    """Tag the request, its log lines and its response with `X-Request-ID`.
+
+    A client's own id is kept when it is a sane token; otherwise a new one is made.
+    """
 
     def __call__(self, request: HttpRequest) -> Any:
         if iscoroutinefunction(self):
@@ -68,3 +75,26 @@ class RequestIdMiddleware:
             },
         )
         return response
+
+
+class AuditActorMiddleware(_SyncAndAsyncMiddleware):
+    """Name who acts in this request for the audit log (`jobs.audit`): the signed-in user
+    (read when an action is recorded, after the API has authenticated its token), from
+    where, from which address."""
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            # Only the event stream is async, and it changes nothing.
+            return self.get_response(request)
+        with audit.acting(actor_of(request)):
+            return self.get_response(request)
+
+
+def actor_of(request: HttpRequest) -> audit.Actor:
+    path = request.path_info
+    source = AuditSource.CONSOLE
+    if path.startswith("/admin/"):
+        source = AuditSource.ADMIN
+    elif path.startswith(("/api/", "/metrics")):
+        source = AuditSource.API
+    return audit.Actor(source, client_address(request), lambda: getattr(request, "user", None))

@@ -104,6 +104,11 @@ def retention_status() -> RetentionStatus:
     )
 
 
+def audit_retention() -> str:
+    seconds = settings.SCHEDULER_RETAIN_AUDIT
+    return f"for {_duration(timedelta(seconds=seconds))}" if seconds > 0 else "forever"
+
+
 def _for(kept: timedelta) -> str:
     return f"for {_duration(kept)} after they finished"
 

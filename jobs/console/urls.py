@@ -31,6 +31,7 @@ urlpatterns = [
     path("dlq/retry", views.dlq_bulk_retry, name="dlq-retry"),
     path("dlq/empty", views.dlq_empty, name="dlq-empty"),
     path("dlq/<uuid:job_id>", views.job_page, {"dlq": True}, name="dlq-detail"),
+    path("audit", views.audit_log, name="audit"),
     path("settings", views.settings_page, name="settings"),
     path("settings/preferences", views.save_preferences, name="preferences"),
     path("settings/webhooks", views.webhook_create, name="webhook-create"),

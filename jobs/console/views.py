@@ -22,10 +22,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from jobs import display, state, webhooks
+from jobs import audit, display, state, webhooks
 from jobs.display import Action
 from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME_FIELDS, JobFilter
-from jobs.models import Job, RecurInterval, Webhook
+from jobs.models import AuditSource, Job, RecurInterval, Webhook
 from jobs.registry import registry
 
 from . import charts, selectors
@@ -501,3 +501,35 @@ def webhook_test(request: ConsoleRequest, webhook_id: int) -> HttpResponse:
         job = webhooks.send_test(webhook)
         messages.success(request, f"Test delivery queued as job {job['id'][:8]}.")
     return HttpResponseRedirect(reverse("console:settings") + "#webhooks")
+
+
+# --- audit log -------------------------------------------------------------------------------
+
+
+@console_view()
+def audit_log(request: ConsoleRequest) -> HttpResponse:
+    """Every operator action, newest first; viewers read it too, nobody changes it."""
+    filters = {
+        name: request.GET.get(name, "").strip()
+        for name in ("action", "source", "username", "target")
+    }
+    older = request.GET.get("older_than", "")
+    found = audit.entries(**filters, older_than=int(older) if older.isdigit() else None)
+    more = len(found) > audit.PAGE_SIZE
+    shown = found[: audit.PAGE_SIZE]
+    next_query = request.GET.copy()
+    if more:
+        next_query["older_than"] = str(shown[-1].id)
+    return page(
+        request,
+        "console/audit.html",
+        {
+            "entries": shown,
+            "query": filters,
+            "filters_active": any(filters.values()),
+            "action_choices": audit.ACTIONS,
+            "source_choices": AuditSource.choices,
+            "older_url": f"?{next_query.urlencode()}" if more else None,
+            "retention": selectors.audit_retention(),
+        },
+    )

@@ -413,3 +413,12 @@ SELECT w.id, w.hostname, w.pid, w.status, w.concurrency,
        (SELECT count(*) FROM jobs j WHERE j.status = 'processing' AND j.worker_id = w.id) AS busy
 FROM workers w
 WHERE w.status IN ('running', 'stopping');
+
+-- name: prune_audit_log
+-- Up to `limit` audit entries older than `before`, oldest first (`audit_log_at_idx`).
+WITH gone AS (
+    DELETE FROM audit_log
+    WHERE id IN (SELECT id FROM audit_log WHERE at < %(before)s ORDER BY at, id LIMIT %(limit)s)
+    RETURNING 1
+)
+SELECT count(*) AS deleted FROM gone;

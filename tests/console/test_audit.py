@@ -1,0 +1,154 @@
+"""The audit log: every operator action from the API, the console and the admin is recorded
+with who, from where, what, before and after; everyone signed in reads it, nobody edits it,
+and it is pruned under its own retention."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError, transaction
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from jobs import retention, state
+from jobs.models import AuditEntry, Webhook
+
+from .helpers import dead_letter
+
+pytestmark = pytest.mark.django_db
+
+
+def create_noop(client: APIClient) -> Any:
+    return client.post(
+        "/api/v1/jobs", {"type": "noop", "payload": {}, "priority": 2}, format="json"
+    )
+
+
+def entries() -> list[AuditEntry]:
+    return list(AuditEntry.objects.order_by("id"))
+
+
+def logged_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_api_actions_are_recorded_with_who_where_and_before_after(
+    operator_client: APIClient, operator: Any
+) -> None:
+    created = operator_client.post(
+        "/api/v1/jobs", {"type": "noop", "payload": {"n": 1}, "priority": 1}, format="json"
+    ).json()
+    operator_client.post(f"/api/v1/jobs/{created['id']}/cancel")
+    dead = dead_letter()
+    operator_client.post(f"/api/v1/jobs/{dead['id']}/retry")
+    gone = dead_letter()
+    operator_client.delete(f"/api/v1/jobs/{gone['id']}/purge")
+    dead_letter(), dead_letter()
+    operator_client.delete("/api/v1/jobs/empty-dlq")
+
+    log = entries()
+    assert [(e.action, e.source, e.username, e.address) for e in log] == [
+        (action, "api", operator.username, "127.0.0.1")
+        for action in ("create", "cancel", "retry", "purge", "empty_dlq")
+    ]
+    create, cancel, retry, purge, emptied = log
+    assert create.target == created["id"]
+    assert create.after["payload"] == {"n": 1}
+    assert (cancel.before, cancel.after) == ({"status": "pending"}, {"status": "cancelled"})
+    assert (retry.target, retry.before["status"], retry.after) == (
+        dead["id"],
+        "dlq",
+        {"status": "pending"},
+    )
+    assert purge.before["id"] == gone["id"]  # the purged job is kept in the entry
+    assert (emptied.target, emptied.count) == ("2 jobs", 2)
+
+
+def test_console_and_admin_actions_say_where_they_came_from(operator: Any) -> None:
+    console = logged_in(operator)
+    job = state.enqueue("noop", {})
+    console.post(f"/jobs/{job['id']}/cancel")
+    console.post(
+        "/settings/webhooks",
+        {"url": "https://hooks.example.com/x", "event_types": ["job.completed"], "secret": "s3"},
+    )
+    hook = Webhook.objects.get()
+    console.post(f"/settings/webhooks/{hook.pk}/delete")
+
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
+    dead = dead_letter()
+    logged_in(root).post(
+        "/admin/jobs/deadletterjob/",
+        {"action": "retry_selected", "_selected_action": [dead["id"]]},
+    )
+
+    assert [(e.action, e.source, e.username) for e in entries()] == [
+        ("cancel", "console", operator.username),
+        ("webhook_create", "console", operator.username),
+        ("webhook_delete", "console", operator.username),
+        ("retry", "admin", "root"),
+    ]
+    created = entries()[1]
+    assert created.after["url"] == "https://hooks.example.com/x"
+    assert "s3" not in str(created.after)  # the secret is never written down
+
+
+def test_work_nobody_asked_for_is_not_an_operator_action() -> None:
+    state.enqueue("noop", {})  # a worker, a command, a webhook delivery: no one is acting
+    assert entries() == []
+
+
+def test_viewers_read_the_log_and_filter_it_but_nobody_can_change_it(
+    operator_client: APIClient, viewer: Any
+) -> None:
+    for _ in range(2):
+        operator_client.post(
+            "/api/v1/jobs", {"type": "noop", "payload": {}, "priority": 2}, format="json"
+        )
+    job = operator_client.post(
+        "/api/v1/jobs", {"type": "noop", "payload": {}, "priority": 2}, format="json"
+    )
+    operator_client.post(f"/api/v1/jobs/{job.json()['id']}/cancel")
+
+    page = logged_in(viewer).get("/audit", {"action": "cancel"})
+    assert page.status_code == 200
+    assert [e.action for e in page.context["entries"]] == ["cancel"]
+    assert logged_in(viewer).get("/audit").context["entries"][0].action == "cancel"  # newest first
+
+    entry = AuditEntry.objects.first()
+    assert entry is not None
+    with pytest.raises(DatabaseError), transaction.atomic():
+        AuditEntry.objects.filter(pk=entry.pk).update(action="nothing happened")
+
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
+    admin = logged_in(root)
+    assert admin.get("/admin/jobs/auditentry/").status_code == 200
+    assert admin.get("/admin/jobs/auditentry/add/").status_code == 403
+    assert (
+        admin.post(f"/admin/jobs/auditentry/{entry.pk}/delete/", {"post": "yes"}).status_code == 403
+    )
+    assert AuditEntry.objects.filter(pk=entry.pk).exists()
+
+
+def test_entries_past_their_retention_are_pruned(operator_client: APIClient, settings: Any) -> None:
+    settings.SCHEDULER_RETAIN_AUDIT = 3600
+    operator_client.post(
+        "/api/v1/jobs", {"type": "noop", "payload": {}, "priority": 2}, format="json"
+    )
+    old = AuditEntry.objects.create(
+        at=timezone.now() - timedelta(hours=2),
+        username="ghost",
+        source="api",
+        action="create",
+        target=str(uuid.uuid4()),
+    )
+    retention.prune(limit=100, continues=False)
+    assert not AuditEntry.objects.filter(pk=old.pk).exists()
+    assert AuditEntry.objects.count() == 1
