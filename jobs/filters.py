@@ -23,7 +23,15 @@ from .models import Job, JobStatus, RecurInterval
 DLQ = "dlq"
 STATUS_CHOICES = [*JobStatus.choices, (DLQ, "Dead-letter queue")]
 PRIORITY_CHOICES = [(1, "1 (high)"), (2, "2"), (3, "3 (low)")]
-ORDERING_FIELDS = ("priority", "attempt_count", "max_retries", "created_at", "scheduled_at")
+ORDERING_FIELDS = (
+    "priority",
+    "attempt_count",
+    "max_retries",
+    "created_at",
+    "scheduled_at",
+    # Run order: the claim takes the earliest virtual deadline first (`jobs.scheduling`).
+    "virtual_deadline",
+)
 DEFAULT_ORDERING = "-created_at"
 # Query-string name prefix -> model field, for the `<name>_before` / `<name>_after` pairs.
 TIME_FIELDS = {
@@ -180,6 +188,9 @@ class JobFilter(django_filters.FilterSet):
 
     def filter_queryset(self, queryset: QuerySet[Job]) -> QuerySet[Job]:
         queryset = super().filter_queryset(queryset)
-        ordering = self.form.cleaned_data.get("ordering") or [DEFAULT_ORDERING]
+        ordering = list(self.form.cleaned_data.get("ordering") or [DEFAULT_ORDERING])
+        if "virtual_deadline" in ordering:
+            # Equal deadlines run oldest first, as the claim takes them.
+            ordering.insert(ordering.index("virtual_deadline") + 1, "created_at")
         # The id makes the order total, so pages stay stable when sort keys tie.
         return queryset.order_by(*ordering, "id")

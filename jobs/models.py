@@ -47,6 +47,10 @@ class Job(models.Model):
     cancelled_at = models.DateTimeField(null=True, blank=True)
     next_retry_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(null=True, blank=True)
+    # Set when the job enters the DLQ: its type, error class and message with numbers, ids
+    # and quoted values masked (`scheduler_error_signature`), so that the DLQ groups alike
+    # failures with an indexed GROUP BY.
+    error_signature = models.TextField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     # No index of its own: reads by worker go through the partial `jobs_worker_idx`.
     worker = models.ForeignKey(
@@ -149,6 +153,11 @@ class Job(models.Model):
                 condition=Q(recur_interval__isnull=False),
             ),
             models.Index(fields=["-updated_at"], name="jobs_dlq_idx", condition=Q(in_dlq=True)),
+            models.Index(
+                fields=["error_signature", "-updated_at"],
+                name="jobs_dlq_signature_idx",
+                condition=Q(in_dlq=True),
+            ),
             models.Index(
                 fields=["worker"], name="jobs_worker_idx", condition=Q(status="processing")
             ),

@@ -26,7 +26,7 @@ from . import audit, limits
 from .models import Job, JobDependency, JobStatus, RecurInterval
 from .notifier import notifier
 from .recurrence import RecurringRun, recurrence_of
-from .registry import UnknownJobType, registry
+from .registry import HandlerSpec, UnknownJobType, registry
 from .representation import EncodedJob
 from .scheduling import virtual_deadline
 from .sql import fetch, query
@@ -120,12 +120,7 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
             f"Unknown job type {spec.type!r}. Registered types: {', '.join(registry.names())}."
         ]
         handler = None
-    if not isinstance(spec.payload, dict):
-        errors["payload"] = ["Must be a JSON object."]
-    elif unstorable := limits.json_errors(spec.payload, name="payload"):
-        errors["payload"] = unstorable
-    elif handler is not None:
-        errors.update(handler.payload_errors(spec.payload))
+    errors.update(_payload_errors(handler, spec.payload))
     if isinstance(spec.priority, bool) or spec.priority not in (1, 2, 3):
         errors["priority"] = ["Must be 1, 2 or 3."]
     if spec.max_retries is not None and (
@@ -139,6 +134,15 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
     if spec.recur_interval is not None and spec.recur_interval not in RecurInterval.values:
         errors["recur_interval"] = [f"Must be one of: {', '.join(RecurInterval.values)}."]
     return errors
+
+
+def _payload_errors(handler: HandlerSpec | None, payload: Any) -> dict[str, list[str]]:
+    """What is wrong with `payload` for a job of `handler`'s type (None: unknown type)."""
+    if not isinstance(payload, dict):
+        return {"payload": ["Must be a JSON object."]}
+    if unstorable := limits.json_errors(payload, name="payload"):
+        return {"payload": unstorable}
+    return handler.payload_errors(payload) if handler is not None else {}
 
 
 def _new_job(spec: JobSpec, now: datetime) -> Job:
@@ -432,18 +436,36 @@ def cancel(job_id: uuid.UUID, reason: str | None = None) -> JobObject:
     """Cancel a pending, running or retry-waiting job, and every job waiting on it."""
     with transaction.atomic():
         before = _audit_status(job_id)
-        rows = fetch("cancel_job", {"job_id": job_id, "reason": reason})
-        if not rows:
+        cancelled = _cancel([job_id], reason)
+        if not cancelled:
             raise _refusal(job_id, "cancel")
-        job = EncodedJob(rows[0]["job"])
+        job = cancelled[0]
         audit.record(
             "cancel", target=str(job_id), summary=reason or "", before=before, after=_status(job)
         )
-        if rows[0]["cancelled_attempt_id"] is not None:
-            _notify([json.dumps({"cancelled": str(job_id)})])
-        dependents = _cancel_dependents([job_id], "was cancelled")
-        notifier.emit_after_commit([("job.cancelled", j) for j in [job, *dependents]])
     return job
+
+
+def cancel_many(job_ids: Sequence[uuid.UUID], reason: str | None = None) -> list[JobObject]:
+    """Cancel those of `job_ids` that have not finished (and every job waiting on them);
+    the others are left as they are."""
+    with transaction.atomic():
+        return _cancel(job_ids, reason)
+
+
+def _cancel(job_ids: Sequence[uuid.UUID], reason: str | None) -> list[JobObject]:
+    rows = fetch("cancel_job", {"job_ids": list(job_ids), "reason": reason})
+    jobs = _job_objects(rows)
+    _notify(
+        [
+            json.dumps({"cancelled": job["id"]})
+            for row, job in zip(rows, jobs, strict=True)
+            if row["cancelled_attempt_id"] is not None
+        ]
+    )
+    dependents = _cancel_dependents([uuid.UUID(j["id"]) for j in jobs], "was cancelled")
+    notifier.emit_after_commit([("job.cancelled", j) for j in [*jobs, *dependents]])
+    return jobs
 
 
 def retry_from_dlq(job_id: uuid.UUID) -> JobObject:
@@ -471,6 +493,28 @@ def retry_many_from_dlq(job_ids: Sequence[uuid.UUID]) -> list[JobObject]:
             )
         notifier.emit_after_commit([("job.retry_scheduled", j) for j in jobs])
     return jobs
+
+
+def retry_with_payload(job_id: uuid.UUID, payload: Any) -> JobObject:
+    """Replace a dead letter's payload, validated against its type's schema, and retry it.
+    The audit log keeps the payload it had."""
+    current = Job.objects.filter(id=job_id).values("type").first()
+    if current is None:
+        raise JobNotFound(job_id)
+    if errors := _payload_errors(registry.get(current["type"]), payload):
+        raise JobValidationError(errors)
+    with transaction.atomic():
+        rows = fetch("edit_dlq_payload", {"job_id": job_id, "payload": Jsonb(payload)})
+        if not rows:
+            raise _refusal(job_id, "edit")
+        audit.record(
+            "edit",
+            target=str(job_id),
+            summary="Payload edited before a retry",
+            before={"payload": json.loads(rows[0]["before"])},
+            after={"payload": payload},
+        )
+        return retry_from_dlq(job_id)
 
 
 def purge(job_id: uuid.UUID) -> None:

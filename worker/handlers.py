@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 
-from jobs import outbound
+from jobs import bulk, outbound
 from jobs.registry import handler
 
 if TYPE_CHECKING:
@@ -162,3 +162,31 @@ def flaky(job: JobContext) -> dict[str, Any]:
     if random.random() < probability:  # noqa: S311 - simulated faults
         raise HandlerFailure(f"simulated failure (probability {probability})")
     return {"survived": True}
+
+
+@handler(
+    bulk.BULK_TYPE,
+    schema={
+        "type": "object",
+        "properties": {
+            "action": {"enum": list(bulk.ACTIONS)},
+            "confirmed": {"type": "integer", "minimum": 0},
+            "query": {"type": "object", "additionalProperties": {"type": "string"}},
+            "dlq": {"type": "boolean"},
+            "signature": {"type": ["string", "null"]},
+            "search": {"type": "string"},
+            "as_of": {"type": "string", "format": "date-time"},
+        },
+        "required": ["action", "query", "as_of"],
+        "additionalProperties": False,
+    },
+)
+def bulk_action(job: JobContext) -> dict[str, int]:
+    """Retry, cancel or purge every job a filter matched, in bounded batches (`jobs.bulk`);
+    its log shows the progress."""
+
+    def progress(seen: int, changed: int, confirmed: int) -> None:
+        job.raise_if_cancelled()
+        job.logger.info("%d of %d done (%d changed)", seen, confirmed, changed)
+
+    return bulk.run(job.payload, progress)

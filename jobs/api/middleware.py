@@ -32,7 +32,7 @@ class _SyncAndAsyncMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
         if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
+            markcoroutinefunction(self)  # type: ignore[type-var]  # subclasses are callable
 
 
 class RequestIdMiddleware(_SyncAndAsyncMiddleware):

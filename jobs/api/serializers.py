@@ -16,6 +16,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs import limits
+from jobs.explain import REASONS
 from jobs.filters import InstantError, parse_instant
 from jobs.models import AttemptStatus, JobStatus, RecurInterval
 
@@ -136,6 +137,16 @@ class StatsSerializer(serializers.Serializer):
     dlq = serializers.IntegerField(help_text="Jobs in the dead-letter queue.")
     cancelled = serializers.IntegerField()
     total = serializers.IntegerField()
+
+
+class ExplanationSerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(choices=list(REASONS))
+    message = serializers.CharField(help_text="The reason in one plain sentence.")
+    details = serializers.DictField(
+        help_text="The data behind it: `run_at`; `next_retry_at`, `attempt`, `max_retries`; "
+        "`upstream` (id, type, status each); `live_workers`; `ahead` (counted up to 10,001), "
+        "`virtual_deadline`, `newer_jobs_queue_behind_from` (priority -> time)."
+    )
 
 
 class PurgedSerializer(serializers.Serializer):

@@ -14,6 +14,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/empty-dlq", views.EmptyDlqView.as_view(), name="api-job-empty-dlq"),
     path("jobs/<str:job_id>", views.JobDetailView.as_view(), name="api-job-detail"),
     path("jobs/<str:job_id>/attempts", views.JobAttemptsView.as_view(), name="api-job-attempts"),
+    path("jobs/<str:job_id>/explain", views.JobExplainView.as_view(), name="api-job-explain"),
     path("jobs/<str:job_id>/cancel", views.JobCancelView.as_view(), name="api-job-cancel"),
     path("jobs/<str:job_id>/retry", views.JobRetryView.as_view(), name="api-job-retry"),
     path("jobs/<str:job_id>/purge", views.JobPurgeView.as_view(), name="api-job-purge"),

@@ -25,6 +25,7 @@ from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from jobs import metrics, state
+from jobs.explain import explain
 from jobs.representation import represent_job
 from jobs.selectors import job_attempts, job_list
 from jobs.state import JobObject
@@ -43,6 +44,7 @@ from .schema import (
 )
 from .serializers import (
     AttemptSerializer,
+    ExplanationSerializer,
     HealthSerializer,
     JobCreateSerializer,
     JobPageSerializer,
@@ -177,6 +179,21 @@ class JobAttemptsView(ApiView):
     )
     def get(self, request: Request, job_id: str) -> Response:
         return Response(job_attempts(parse_job_id(job_id)))
+
+
+class JobExplainView(ApiView):
+    @extend_schema(
+        operation_id="jobs_explain",
+        tags=JOBS_TAG,
+        summary="Why a job is not running (yet)",
+        description="One plain sentence and the data behind it: finished, running, waiting "
+        "for upstream jobs, scheduled for later, waiting for its retry, no live worker, "
+        "or due with N jobs ahead of it in run order.",
+        parameters=[JOB_ID_PARAMETER],
+        responses={200: ExplanationSerializer, **error_responses(400, 404, *READ_ERRORS)},
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(explain(parse_job_id(job_id)))
 
 
 class JobActionView(ApiView):

@@ -242,3 +242,25 @@ def _duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def sparkline(values: Sequence[int], *, title: str) -> SafeString:
+    """A small line of `values` (oldest first), for a table cell; its title says the numbers."""
+    width, height = 112, 24
+    top = max(values, default=0) or 1
+    step = width / max(1, len(values) - 1)
+    points = " ".join(
+        f"{round(i * step, 1)},{round(height - 2 - (height - 4) * v / top, 1)}"
+        for i, v in enumerate(values)
+    )
+    return format_html(
+        '<svg class="sparkline" viewBox="0 0 {} {}" width="{}" height="{}" role="img" '
+        'aria-label="{}"><title>{}</title><polyline points="{}"></polyline></svg>',
+        width,
+        height,
+        width,
+        height,
+        title,
+        title,
+        points,
+    )

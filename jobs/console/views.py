@@ -8,6 +8,8 @@ job became, a 400 puts each message next to its field.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,14 +18,16 @@ from typing import Any, Literal
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpResponse, HttpResponseRedirect, QueryDict
+from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from jobs import audit, display, state, webhooks
+from jobs import audit, bulk, display, state, webhooks
 from jobs.display import Action
+from jobs.explain import explain
 from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME_FIELDS, JobFilter
 from jobs.models import AuditSource, Job, RecurInterval, Webhook
 from jobs.registry import registry
@@ -89,6 +93,9 @@ def _filter_params(query: QueryDict) -> QueryDict:
     return params
 
 
+_ORDERING_LABELS = {"virtual_deadline": "run order (virtual deadline)"}
+
+
 def _ledger_filter(request: ConsoleRequest) -> JobFilter:
     return JobFilter(_filter_params(request.GET), queryset=Job.objects.all())
 
@@ -118,7 +125,10 @@ def ledger(request: ConsoleRequest) -> HttpResponse:
             "type_choices": registry.names(),
             "interval_choices": RecurInterval.choices,
             "ordering_choices": [
-                (f"{sign}{field}", f"{field.replace('_', ' ')} {arrow}")
+                (
+                    f"{sign}{field}",
+                    f"{_ORDERING_LABELS.get(field, field.replace('_', ' '))} {arrow}",
+                )
                 for field in ORDERING_FIELDS
                 for sign, arrow in (("-", "↓"), ("", "↑"))
             ],
@@ -130,6 +140,7 @@ def ledger(request: ConsoleRequest) -> HttpResponse:
             "time_fields": [(name, name.replace("_", " ").capitalize()) for name in TIME_FIELDS],
             # New jobs are prepended live only where they belong: newest first, first page.
             "live_prepend": page_obj.number == 1 and ordering in ("", DEFAULT_ORDERING),
+            "bulk_actions": list(bulk.ACTIONS),
         },
     )
 
@@ -250,6 +261,7 @@ def _render_job(
             end_at=job.updated_at,
         )
         return page(request, "console/dlq_detail.html", context, status=status)
+    context["explanation"] = explain(job.id)
     return page(request, "console/job_detail.html", context, status=status)
 
 
@@ -328,8 +340,11 @@ def _prefill(query: QueryDict) -> dict[str, Any]:
 
 @console_view()
 def dlq_overview(request: ConsoleRequest) -> HttpResponse:
-    paginator = Paginator(selectors.dlq_jobs(), request.preferences.page_size)
+    selection = _selection(request.GET, dlq=True)
+    jobs = selection.jobs().order_by("-updated_at", "id")
+    paginator = Paginator(jobs, request.preferences.page_size)
     page_obj = paginator.get_page(request.GET.get("page"))
+    tz = user_time_zone(request.preferences)
     return page(
         request,
         "console/dlq.html",
@@ -337,6 +352,13 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
             "page_obj": page_obj,
             "jobs": page_obj.object_list,
             "query": request.GET,
+            "signature": selection.signature,
+            "search": selection.search,
+            "narrowed": selection.signature is not None or bool(selection.search),
+            "groups": [
+                (group, charts.sparkline(group.per_day, title=_per_day_title(group.per_day)))
+                for group in selectors.dlq_groups(tz)
+            ],
             "by_type": charts.bar_chart(
                 selectors.failures_by_type(),
                 title="Dead letters by job type",
@@ -354,6 +376,89 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
             ),
         },
     )
+
+
+def _per_day_title(per_day: list[int]) -> str:
+    return f"Dead letters per day, last {len(per_day)} days: {', '.join(map(str, per_day))}"
+
+
+# The query parameters of a bulk selection that are not JobFilter's.
+_SELECTION_PARAMS = ("scope", "signature", "q", "page", "ordering", "as_of", "confirmed")
+
+
+def _selection(data: QueryDict, *, dlq: bool) -> bulk.Selection:
+    """The ledger's filter, or the DLQ narrowed to an error signature (`signature`; empty
+    for the dead letters without one) and a search (`q`)."""
+    query = _filter_params(data)
+    return bulk.Selection(
+        query={k: str(v) for k, v in query.items() if k not in _SELECTION_PARAMS and v},
+        dlq=dlq,
+        signature=data.get("signature") if dlq and "signature" in data else None,
+        search=data.get("q", "").strip() if dlq else "",
+    )
+
+
+@console_view(methods=ANY, operator=True)
+def bulk_action(request: ConsoleRequest, action: str) -> HttpResponse:
+    """ "Retry / cancel / purge all N matching": a page with the exact count, then a POST
+    that starts the action as a job of its own and goes to its page (progress in its log)."""
+    data = request.POST if request.method == "POST" else request.GET
+    dlq = data.get("scope") == "dlq"
+    selection = _selection(data, dlq=dlq)
+    if action not in bulk.ACTIONS:
+        raise Http404(f"No bulk action {action!r}.")
+    if request.method == "POST":
+        as_of = parse_datetime(data.get("as_of", ""))
+        confirmed = data.get("confirmed", "")
+        if as_of is None or not confirmed.isdigit():
+            messages.warning(request, "Count the matching jobs first.")
+            return redirect("console:dlq" if dlq else "console:ledger")
+        selection = dataclasses.replace(selection, as_of=as_of)
+        job = bulk.start(action, selection, int(confirmed))
+        messages.success(
+            request, f"Bulk {action} of {confirmed} job(s) started; its log shows the progress."
+        )
+        return redirect("console:job-detail", job_id=job["id"])
+    try:
+        count = bulk.count(action, selection)
+    except state.JobValidationError:
+        messages.warning(request, "Fix the filters first.")
+        return redirect("console:ledger")
+    hidden = [(k, v) for k, v in data.items() if k not in ("as_of", "confirmed")]
+    return page(
+        request,
+        "console/bulk_confirm.html",
+        {
+            "action": action,
+            "verb": bulk.ACTIONS[action].verb,
+            "count": count,
+            "hidden": hidden,
+            "as_of": timezone.now().isoformat(),
+            "danger": action != "retry",
+            "back": reverse("console:dlq" if dlq else "console:ledger") + "?" + data.urlencode(),
+        },
+    )
+
+
+@console_view(methods=POST, operator=True)
+def dlq_edit(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
+    """Edit a dead letter's payload and retry it; the audit log keeps the old payload."""
+    try:
+        payload = json.loads(request.POST.get("payload", ""))
+    except ValueError as error:
+        messages.error(request, f"The payload is not JSON: {error}")
+        return redirect("console:dlq-detail", job_id=job_id)
+    try:
+        state.retry_with_payload(job_id, payload)
+    except state.JobValidationError as error:
+        for field, problems in error.details.items():
+            messages.error(request, f"{field}: {' '.join(problems)}")
+        return redirect("console:dlq-detail", job_id=job_id)
+    except state.InvalidStateError as error:
+        messages.error(request, _moved_on(error))
+        return redirect("console:job-detail", job_id=job_id)
+    messages.success(request, "Payload saved; the job is pending again.")
+    return redirect("console:job-detail", job_id=job_id)
 
 
 def _selected_ids(data: QueryDict) -> list[uuid.UUID] | None:

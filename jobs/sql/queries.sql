@@ -114,6 +114,9 @@ WITH failed AS (
     UPDATE jobs AS j
     SET status = 'failed',
         in_dlq = j.attempt_count >= j.max_retries,
+        error_signature = CASE WHEN j.attempt_count >= j.max_retries
+                               THEN scheduler_error_signature(j.type, %(error_type)s,
+                                                              %(error_message)s) END,
         next_retry_at = CASE WHEN j.attempt_count >= j.max_retries THEN NULL
                              ELSE %(retry_at)s END,
         run_at = CASE WHEN j.attempt_count >= j.max_retries THEN j.run_at
@@ -136,8 +139,8 @@ WITH failed AS (
 SELECT failed.job FROM failed CROSS JOIN closed;
 
 -- name: cancel_job
--- Cancel a job that has not finished. A running attempt is closed as failed and loses its
--- claim, so the worker's late outcome is refused.
+-- Cancel those of `job_ids` that have not finished. A running attempt is closed as failed
+-- and loses its claim, so the worker's late outcome is refused.
 WITH cancelled AS (
     UPDATE jobs AS j
     SET status = 'cancelled',
@@ -147,7 +150,7 @@ WITH cancelled AS (
         current_attempt_id = NULL,
         last_error = coalesce(%(reason)s, j.last_error)
     FROM (SELECT id, current_attempt_id AS attempt_id FROM jobs
-          WHERE id = %(job_id)s FOR UPDATE) AS prior
+          WHERE id = ANY(%(job_ids)s::uuid[]) FOR UPDATE) AS prior
     WHERE j.id = prior.id
       AND (j.status IN ('pending', 'processing') OR (j.status = 'failed' AND NOT j.in_dlq))
     RETURNING scheduler_job_object(j)::text AS job, prior.attempt_id AS cancelled_attempt_id
@@ -198,6 +201,14 @@ SET status = 'pending',
 WHERE j.id = ANY(%(job_ids)s::uuid[]) AND j.status = 'failed' AND j.in_dlq
 RETURNING j.id, j.priority, j.run_at, j.created_at, scheduler_job_object(j)::text AS job;
 
+-- name: edit_dlq_payload
+-- Replace a dead letter's payload (validated by the caller); returns the payload it had.
+UPDATE jobs AS j
+SET payload = %(payload)s, updated_at = now()
+FROM (SELECT id, payload FROM jobs WHERE id = %(job_id)s FOR UPDATE) AS prior
+WHERE j.id = prior.id AND j.status = 'failed' AND j.in_dlq
+RETURNING prior.payload::text AS before;
+
 -- name: purge_dlq_jobs
 -- Delete dead-letter jobs with their attempts, logs and edges; all of them when `job_ids`
 -- is NULL. Dependents are cancelled first by the caller.
@@ -237,6 +248,9 @@ WITH sight AS (
     SET status = CASE WHEN %(requeue)s OR j.attempt_count < j.max_retries
                       THEN 'pending' ELSE 'failed' END,
         in_dlq = NOT %(requeue)s AND j.attempt_count >= j.max_retries,
+        error_signature = CASE WHEN NOT %(requeue)s AND j.attempt_count >= j.max_retries
+                               THEN scheduler_error_signature(j.type, 'WorkerLost', %(reason)s)
+                          END,
         run_at = now(),
         virtual_deadline = scheduler_virtual_deadline(j.priority, now()),
         last_error = %(reason)s,
@@ -422,3 +436,16 @@ WITH gone AS (
     RETURNING 1
 )
 SELECT count(*) AS deleted FROM gone;
+
+-- name: jobs_ahead
+-- How many due jobs the claim would take before this one (counted up to `up_to` + 1):
+-- the claim's predicate and order, so the claimable index serves it as a range.
+SELECT count(*) AS ahead
+FROM (SELECT 1 FROM jobs
+      WHERE status IN ('pending', 'failed')
+        AND NOT in_dlq
+        AND pending_dependencies = 0
+        AND run_at <= now()
+        AND (virtual_deadline, created_at, id) < (%(virtual_deadline)s, %(created_at)s, %(id)s)
+      ORDER BY virtual_deadline, created_at, id
+      LIMIT %(up_to)s + 1) AS ahead;

@@ -19,6 +19,23 @@ RETURNS timestamptz
 LANGUAGE sql STABLE PARALLEL SAFE AS
 $$ SELECT ready_at + priority * interval '20 minutes' $$;
 
+-- The error signature a dead letter is grouped under in the DLQ: its job type, its error
+-- class, and its message with what varies between occurrences masked: quoted values
+-- ('…', "…") as ?, UUIDs and long hex ids as <id>, numbers as N; whitespace collapsed. The
+-- one masking rule: `fail_job` and `rescue_lost_jobs` store it on the job as it dies.
+CREATE OR REPLACE FUNCTION scheduler_error_signature(type text, error_type text, message text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT rtrim(left(type || ' · ' || coalesce(error_type, 'Error') || ': ' ||
+       btrim(regexp_replace(regexp_replace(regexp_replace(regexp_replace(
+           coalesce(message, ''),
+           $re$'[^']*'|"[^"]*"$re$, '?', 'g'),
+           '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|'
+           '\m(0x)?(?=[a-fA-F]*[0-9])[0-9a-fA-F]{8,}\M', '<id>', 'g'),
+           '[0-9]+([.][0-9]+)?', 'N', 'g'),
+           '\s+', ' ', 'g')),
+       500)) $$;
+
 -- The job object of the API and of every `job.*` event, for one `jobs` row. The only
 -- place its shape is written: transitions return it, and reads annotate it
 -- (`jobs.representation`).

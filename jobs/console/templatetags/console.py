@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -78,6 +79,12 @@ def short_id(value: Any) -> str:
 def pretty_json(value: Any) -> display.ShownJson:
     """The value pretty-printed, within the page's size bounds (`.text`, `.truncated`)."""
     return display.shown_json(value)
+
+
+@register.filter
+def pretty_json_text(value: Any) -> str:
+    """The whole value as indented JSON, for a form to edit (never elided)."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 @register.filter

@@ -1,0 +1,157 @@
+"""Bulk actions on everything a filter matches: retry, cancel or purge all N matching jobs.
+
+An operator confirms the exact count; the action then runs as a job of its own (the
+built-in `bulk_action` handler), in bounded batches, each its own short transaction
+through the guarded transitions of `jobs.state`, so no request holds a lock for long and
+no job is acted on twice: a job that moved on meanwhile simply no longer matches the
+transition's guard. Only jobs unchanged since the confirmation are taken (`updated_at`
+at most its time), so the action covers what the operator counted, not jobs that arrived
+or moved later. Batches follow the primary key (keyset), so each one is an index range.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from . import audit, state
+from .filters import JobFilter
+from .models import Job
+
+BULK_TYPE = "bulk_action"
+BATCH = 500
+
+
+@dataclass(frozen=True)
+class Action:
+    verb: str  # how a sentence names it: "retried"
+    run: Callable[[Sequence[uuid.UUID]], int]
+    # What a job must be for the action to apply; the transition's guard decides anyway.
+    applies: Q
+
+
+def _retry(ids: Sequence[uuid.UUID]) -> int:
+    return len(state.retry_many_from_dlq(ids))
+
+
+def _cancel(ids: Sequence[uuid.UUID]) -> int:
+    return len(state.cancel_many(ids, reason="Cancelled by a bulk action"))
+
+
+ACTIONS = {
+    "retry": Action("retried", _retry, Q(in_dlq=True)),
+    "cancel": Action(
+        "cancelled",
+        _cancel,
+        Q(status__in=["pending", "processing"]) | Q(status="failed", in_dlq=False),
+    ),
+    "purge": Action("purged", state.purge_many, Q(in_dlq=True)),
+}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a bulk action acts on: the ledger's filter (JobFilter query parameters), or the
+    DLQ with an error signature and a search; only jobs unchanged since `as_of`."""
+
+    query: Mapping[str, str]
+    dlq: bool = False
+    signature: str | None = None
+    search: str = ""
+    as_of: datetime | None = None
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "query": dict(self.query),
+            "dlq": self.dlq,
+            "signature": self.signature,
+            "search": self.search,
+            "as_of": (self.as_of or timezone.now()).isoformat(),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> Selection:
+        return cls(
+            query=payload.get("query") or {},
+            dlq=bool(payload.get("dlq")),
+            signature=payload.get("signature"),
+            search=payload.get("search") or "",
+            as_of=parse_datetime(payload["as_of"]) if payload.get("as_of") else None,
+        )
+
+    def jobs(self) -> QuerySet[Job]:
+        """The matching jobs (raises JobValidationError for a filter that does not parse)."""
+        filterset = JobFilter(dict(self.query), queryset=Job.objects.all())
+        if not filterset.is_valid():
+            raise state.JobValidationError(
+                {name: [str(e) for e in errors] for name, errors in filterset.errors.items()}
+            )
+        jobs = filterset.qs.order_by()
+        if self.dlq:
+            jobs = jobs.filter(in_dlq=True)
+            if self.signature is not None:
+                jobs = jobs.filter(
+                    error_signature=self.signature if self.signature else None,
+                )
+            if self.search:
+                jobs = jobs.filter(dlq_search(self.search))
+        if self.as_of is not None:
+            jobs = jobs.filter(updated_at__lte=self.as_of)
+        return jobs
+
+
+def dlq_search(text: str) -> Q:
+    """A DLQ search: a job id, a job type, or words of the error message or signature."""
+    text = text.strip()
+    try:
+        return Q(id=uuid.UUID(text))
+    except ValueError:
+        pass
+    return Q(type=text) | Q(last_error__icontains=text) | Q(error_signature__icontains=text)
+
+
+def count(action: str, selection: Selection) -> int:
+    """The exact number of jobs the action would take now (what the operator confirms)."""
+    return selection.jobs().filter(ACTIONS[action].applies).count()
+
+
+def start(action: str, selection: Selection, confirmed: int) -> dict[str, Any]:
+    """Start the bulk action as a job of its own; the audit log records the request once."""
+    if action not in ACTIONS:
+        raise state.JobValidationError({"action": [f"Must be one of: {', '.join(ACTIONS)}."]})
+    payload = {"action": action, "confirmed": confirmed, **selection.as_payload()}
+    job = state.enqueue(BULK_TYPE, payload, priority=1, max_retries=3)
+    audit.record(
+        "bulk",
+        target=job["id"],
+        count=confirmed,
+        summary=f"{action} all {confirmed} matching",
+        after=payload,
+    )
+    return job
+
+
+def run(payload: Mapping[str, Any], progress: Callable[[int, int, int], None]) -> dict[str, int]:
+    """Carry out a bulk action, batch after batch; `progress(seen, changed, confirmed)`
+    after each. Safe to run again after a crash: what was done no longer matches."""
+    action = ACTIONS[payload["action"]]
+    jobs = Selection.from_payload(payload).jobs().filter(action.applies)
+    seen = changed = 0
+    after: uuid.UUID | None = None
+    while True:
+        batch = jobs.filter(id__gt=after) if after is not None else jobs
+        ids = list(batch.order_by("id").values_list("id", flat=True)[:BATCH])
+        if not ids:
+            break
+        changed += action.run(ids)
+        seen += len(ids)
+        after = ids[-1]
+        progress(seen, changed, int(payload.get("confirmed", 0)))
+    return {"matched": seen, action.verb: changed}

@@ -1,0 +1,156 @@
+"""DLQ triage and bulk actions: dead letters grouped by error signature, a group retried or
+purged in one action, search, edit-and-retry, and "retry / cancel / purge all N matching"
+running as a job of its own in bounded batches."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from jobs import bulk, state
+from jobs.models import AuditEntry, Job, JobStatus
+
+from .helpers import dead_letter
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def as_operator(operator: Any) -> Client:
+    client = Client()
+    client.force_login(operator)
+    return client
+
+
+@pytest.mark.parametrize(
+    ("type", "error_type", "message", "signature"),
+    [
+        ("noop", "KeyError", "'user_42' not found", "noop · KeyError: ? not found"),
+        (
+            "http_request",
+            "HTTPError",
+            'HTTP 503 from /jobs/3f7a1c2d-0000-4000-8000-00000000abcd after 1.5 s for "eu"',
+            "http_request · HTTPError: HTTP N from /jobs/<id> after N s for ?",
+        ),
+        (
+            "flaky",
+            "OSError",
+            "object 0xdeadbeef12  at\nline 7",
+            "flaky · OSError: object <id> at line N",
+        ),
+        ("flaky", None, None, "flaky · Error:"),
+    ],
+)
+def test_the_signature_masks_what_varies_between_occurrences(
+    type: str, error_type: str | None, message: str | None, signature: str
+) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT scheduler_error_signature(%s, %s, %s)", [type, error_type, message])
+        assert cursor.fetchone() == (signature,)
+
+
+def test_the_dlq_groups_dead_letters_by_signature_and_narrows_to_one_or_a_search(
+    as_operator: Client,
+) -> None:
+    for n in (1, 2, 3):
+        dead_letter("flaky", error=f"timeout after {n * 10} s on 'shard-{n}'")
+    other = dead_letter("noop", error="bad input")
+
+    page = as_operator.get("/dlq")
+    groups = [(g.signature, g.count) for g, _ in page.context["groups"]]
+    assert groups == [
+        ("flaky · HandlerFailure: timeout after N s on ?", 3),
+        ("noop · HandlerFailure: bad input", 1),
+    ]
+    first = page.context["groups"][0][0]
+    assert first.per_day[-1] == 3 and first.first_seen <= first.last_seen
+    assert "<polyline" in page.content.decode()  # the sparkline
+
+    narrowed = as_operator.get("/dlq", {"signature": "noop · HandlerFailure: bad input"})
+    assert [str(j.id) for j in narrowed.context["jobs"]] == [other["id"]]
+    searched = as_operator.get("/dlq", {"q": "shard"})
+    assert len(searched.context["jobs"]) == 3
+    assert len(as_operator.get("/dlq", {"q": other["id"]}).context["jobs"]) == 1
+
+
+def test_a_group_is_retried_in_one_action_run_as_a_job_in_batches(
+    as_operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = [dead_letter("flaky", error=f"timeout after {n} s") for n in range(5)]
+    dead_letter("noop", error="something else")
+    signature = "flaky · HandlerFailure: timeout after N s"
+
+    confirm = as_operator.get("/bulk/retry", {"scope": "dlq", "signature": signature})
+    assert confirm.context["count"] == 5
+    form = dict(confirm.context["hidden"])
+    form.update(as_of=confirm.context["as_of"], confirmed="5")
+    started = as_operator.post("/bulk/retry", form)
+    runner = Job.objects.get(type=bulk.BULK_TYPE)
+    assert started["Location"] == f"/jobs/{runner.id}"
+    assert runner.payload["signature"] == signature
+
+    monkeypatch.setattr(bulk, "BATCH", 2)
+    progress: list[tuple[int, int, int]] = []
+    result = bulk.run(runner.payload, lambda *p: progress.append(p))
+
+    assert result == {"matched": 5, "retried": 5}
+    assert progress == [(2, 2, 5), (4, 4, 5), (5, 5, 5)]
+    assert all(Job.objects.get(id=job["id"]).status == JobStatus.PENDING for job in group)
+    assert Job.objects.filter(in_dlq=True).count() == 1  # the other group stays
+    # Run again (a crash and a retry of the bulk job): nothing matches any more.
+    assert bulk.run(runner.payload, lambda *p: None) == {"matched": 0, "retried": 0}
+    entry = AuditEntry.objects.get(action="bulk")
+    assert (entry.count, entry.target) == (5, str(runner.id))
+
+
+def test_cancel_all_matching_takes_what_was_counted_and_nothing_that_came_later(
+    as_operator: Client,
+) -> None:
+    for _ in range(3):
+        state.enqueue("noop", {}, priority=3)
+    state.enqueue("flaky", {}, priority=3)
+    query = {"type": "noop", "status": "pending"}
+
+    confirm = as_operator.get("/bulk/cancel", query)
+    assert confirm.context["count"] == 3
+    form = {**dict(confirm.context["hidden"]), "as_of": confirm.context["as_of"], "confirmed": "3"}
+    as_operator.post("/bulk/cancel", form)
+    late = state.enqueue("noop", {}, priority=3)  # after the count: not the operator's intent
+
+    runner = Job.objects.get(type=bulk.BULK_TYPE)
+    assert bulk.run(runner.payload, lambda *p: None) == {"matched": 3, "cancelled": 3}
+    assert Job.objects.filter(type="noop", status=JobStatus.CANCELLED).count() == 3
+    assert Job.objects.get(id=late["id"]).status == JobStatus.PENDING
+    assert Job.objects.get(type="flaky").status == JobStatus.PENDING
+
+
+def test_ledger_offers_bulk_actions_on_a_filtered_list(as_operator: Client) -> None:
+    state.enqueue("noop", {}, priority=2)
+    page = as_operator.get("/jobs", {"type": "noop"}).content.decode()
+    assert "Cancel all 1 matching…" in page
+    assert "Retry all 1 matching…" in page
+
+
+def test_a_dead_letters_payload_is_edited_validated_and_retried(as_operator: Client) -> None:
+    job = dead_letter("send_email", {"to": "a@example.com", "subject": "hi"})
+
+    refused = as_operator.post(f"/dlq/{job['id']}/edit", {"payload": '{"subject": "no to"}'})
+    assert refused.status_code == 302
+    assert Job.objects.get(id=job["id"]).in_dlq  # a payload the schema refuses changes nothing
+    as_operator.post(
+        f"/dlq/{job['id']}/edit", {"payload": '{"to": "b@example.com", "subject": "hi"}'}
+    )
+
+    stored = Job.objects.get(id=job["id"])
+    assert (stored.status, stored.payload["to"]) == (JobStatus.PENDING, "b@example.com")
+    edit = AuditEntry.objects.get(action="edit")
+    assert edit.before == {"payload": {"to": "a@example.com", "subject": "hi"}}
+    assert edit.after == {"payload": {"to": "b@example.com", "subject": "hi"}}
+    with pytest.raises(state.InvalidStateError):
+        state.retry_with_payload(uuid.UUID(job["id"]), {"to": "c@example.com", "subject": "x"})
+    assert timezone.now()
