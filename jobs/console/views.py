@@ -341,7 +341,12 @@ def _prefill(query: QueryDict) -> dict[str, Any]:
 @console_view()
 def dlq_overview(request: ConsoleRequest) -> HttpResponse:
     selection = _selection(request.GET, dlq=True)
-    jobs = selection.jobs().order_by("-updated_at", "id")
+    try:
+        jobs = selection.jobs().order_by("-updated_at", "id")
+    except state.JobValidationError:
+        # Only a hand-made URL gets here: the page's own links carry no job filter.
+        selection = bulk.Selection(query={}, dlq=True)
+        jobs = selection.jobs().order_by("-updated_at", "id")
     paginator = Paginator(jobs, request.preferences.page_size)
     page_obj = paginator.get_page(request.GET.get("page"))
     tz = user_time_zone(request.preferences)
