@@ -164,6 +164,7 @@ def test_each_ordering(viewer_client, job_row, field, descending):
         "max_retries": [5, 1, 3],
         "created_at": [T0 + 2 * HOUR, T0, T0 + HOUR],
         "scheduled_at": [T0 + 2 * HOUR, T0, T0 + HOUR],
+        "virtual_deadline": [T0 + 2 * HOUR, T0, T0 + HOUR],
     }[field]
     jobs = [job_row(**{field: value}) for value in values]
     expected = [str(job.id) for _, job in sorted(zip(values, jobs, strict=True))]
