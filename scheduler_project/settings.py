@@ -71,6 +71,8 @@ _proxy_ssl_header = env_str("SECURE_PROXY_SSL_HEADER_NAME", "")
 SECURE_PROXY_SSL_HEADER = (
     ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
 )
+# Load balancers probe these over plain HTTP: a redirect to HTTPS would fail their check.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 # How many proxies of yours stand in front of the app. Each appends the address it got the
 # request from to X-Forwarded-For, so the client is the one the outermost of them saw; any
 # earlier entry was written by the client itself. 0: X-Forwarded-For is ignored.
@@ -105,6 +107,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "jobs.api.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files, before anything that reads a session or a database: WhiteNoise answers
+    # them from memory-mapped files with cache headers (compressed, hashed names in production).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -222,6 +227,23 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
+# Outside development, `collectstatic` writes compressed copies with content-hashed names that
+# WhiteNoise serves with a year's cache. In development WhiteNoise serves straight from the
+# finders (static/ and the apps' static folders), so nothing needs collecting.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+# A page that names a file the manifest lacks still renders (with the plain name).
+WHITENOISE_MANIFEST_STRICT = False
+# Fixed here, from the environment's DEBUG, rather than read from settings.DEBUG when the
+# middleware starts (test runners switch that off at run time).
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 # Where django.core.mail.backends.filebased.EmailBackend writes (`make run` uses it).

@@ -2,10 +2,13 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
+from jobs.api import probes
 from jobs.api.errors import not_found_view
 from jobs.api.views import MetricsView
 
 urlpatterns = [
+    path("healthz", probes.healthz, name="healthz"),
+    path("readyz", probes.readyz, name="readyz"),
     path("api/", include("jobs.live.urls")),
     path("api/v1/", include("jobs.api.urls")),
     # Unknown routes under /api/ answer with the error envelope, even when DEBUG is on.

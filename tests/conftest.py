@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -154,6 +155,15 @@ def events() -> Iterator[EventListener]:
     time.sleep(0.05)  # the SUBSCRIBE must be in place before the test publishes
     yield listener
     listener.close()
+
+
+@pytest.fixture
+def redis_down(settings: Any) -> None:
+    """This process's REDIS_URL points at a closed port of 127.0.0.1."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    settings.REDIS_URL = f"redis://127.0.0.1:{closed_port}/0"
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import redis
 from django.conf import settings
-from django.db import DatabaseError, connection
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from prometheus_client.exposition import choose_encoder
@@ -35,6 +33,7 @@ from .auth import BearerTokenAuthentication
 from .errors import RETRY_AFTER_SECONDS, PayloadTooLarge, error_body
 from .pagination import paginate
 from .parsers import JSONBodyParser
+from .probes import database_status, redis_status
 from .schema import (
     JOB_ID_PARAMETER,
     READ_ERRORS,
@@ -256,28 +255,6 @@ class JobPurgeView(JobActionView):
         return self.act(job_id, state.purge)
 
 
-def _database_status() -> str:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except DatabaseError as exc:
-        return f"unreachable: {type(exc).__name__}"
-    return "ok"
-
-
-def _redis_status() -> str:
-    client = redis.Redis.from_url(
-        settings.REDIS_URL, socket_connect_timeout=1.0, socket_timeout=1.0
-    )
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        return f"unreachable: {type(exc).__name__}"
-    finally:
-        client.close()
-    return "ok"
-
-
 class HealthView(APIView):
     """Open to anyone, never throttled: load balancers and probes call it."""
 
@@ -299,7 +276,7 @@ class HealthView(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        checks = {"database": _database_status(), "redis": _redis_status()}
+        checks = {"database": database_status(), "redis": redis_status()}
         down = {name: [outcome] for name, outcome in checks.items() if outcome != "ok"}
         if not down:
             return Response(checks)

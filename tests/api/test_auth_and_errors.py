@@ -7,7 +7,6 @@ import io
 import json
 import logging
 import re
-import socket
 import uuid
 
 import pytest
@@ -277,11 +276,8 @@ def test_health_is_open_and_reports_both_services():
     assert (response.status_code, response.json()) == (200, {"database": "ok", "redis": "ok"})
 
 
-def test_health_is_503_naming_redis_when_it_is_unreachable(settings):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
-    settings.REDIS_URL = f"redis://127.0.0.1:{closed_port}/0"
+@pytest.mark.usefixtures("redis_down")
+def test_health_is_503_naming_redis_when_it_is_unreachable():
     response = APIClient().get("/api/v1/health")
     assert response.status_code == 503
     body = response.json()

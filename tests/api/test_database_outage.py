@@ -124,6 +124,11 @@ def test_api_answers_503_while_the_database_is_down_and_recovers(database_proxy,
     health = client.get("/api/v1/health")
     assert health.status_code == 503
     assert health.json()["database"].startswith("unreachable")
+    ready = client.get("/readyz")
+    assert (ready.status_code, ready["Retry-After"]) == (503, str(RETRY_AFTER_SECONDS))
+    assert ready.json()["status"] == "unready"
+    assert ready.json()["error"]["code"] == "unavailable"
+    assert client.get("/healthz").status_code == 200
 
     back_up(database_proxy)
     created = client.post(JOBS, {"type": "noop", "payload": {}, "priority": 2}, format="json")

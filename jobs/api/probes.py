@@ -1,0 +1,60 @@
+"""Probes for process managers and load balancers, outside the versioned API.
+
+- `GET /healthz`, liveness: the process answers requests. It reads nothing, so a database or
+  Redis outage never gets a healthy process restarted (restarting would not fix them).
+- `GET /readyz`, readiness: this process can serve, i.e. it reaches PostgreSQL (200, else 503
+  in the error envelope with `Retry-After`). Redis is reported but never makes it unready:
+  without Redis only live events and rate-limit counters are lost, never a request.
+
+Both are open, unthrottled, exempt from the HTTPS redirect (settings.SECURE_REDIRECT_EXEMPT),
+and answer GET and HEAD only. `GET /api/v1/health` (api.md) stays as it is: 503 when either
+service is down.
+"""
+
+from __future__ import annotations
+
+import redis
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_safe
+
+from .errors import RETRY_AFTER_SECONDS, error_body
+
+
+def database_status() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        return f"unreachable: {type(exc).__name__}"
+    return "ok"
+
+
+def redis_status() -> str:
+    client = redis.Redis.from_url(
+        settings.REDIS_URL, socket_connect_timeout=1.0, socket_timeout=1.0
+    )
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return f"unreachable: {type(exc).__name__}"
+    finally:
+        client.close()
+    return "ok"
+
+
+@require_safe
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+@require_safe
+def readyz(request: HttpRequest) -> JsonResponse:
+    checks = {"database": database_status(), "redis": redis_status()}
+    if checks["database"] == "ok":
+        return JsonResponse({"status": "ready", **checks})
+    body = error_body("unavailable", "Unreachable: database.", {"database": [checks["database"]]})
+    response = JsonResponse({"status": "unready", **checks, **body}, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response

@@ -1,0 +1,43 @@
+"""/healthz (liveness) and /readyz (readiness), as a process manager or load balancer sees them.
+The database outage case is in test_database_outage.py."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+
+def test_healthz_answers_without_reading_anything(django_assert_num_queries):
+    with django_assert_num_queries(0):
+        response = Client().get("/healthz")
+    assert (response.status_code, response.json()) == (200, {"status": "ok"})
+
+
+def test_readyz_is_ready_when_the_database_answers():
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ready", "database": "ok", "redis": "ok"}
+
+
+@pytest.mark.usefixtures("redis_down")
+def test_readyz_stays_ready_without_redis_and_says_so():
+    response = Client().get("/readyz")
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["status"], body["database"]) == ("ready", "ok")
+    assert body["redis"].startswith("unreachable")
+
+
+def test_probes_answer_plain_http_when_https_is_enforced(settings):
+    settings.SECURE_SSL_REDIRECT = True
+    client = Client()
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/api/v1/health").status_code == 301
+
+
+def test_probes_only_read():
+    assert Client().post("/healthz").status_code == 405
+    assert Client().head("/readyz").status_code == 200
