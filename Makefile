@@ -22,10 +22,11 @@ PEERS_VENV := .bench/peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS_PACKAGES := procrastinate huey "celery[redis]" redis "psycopg[binary]" py-spy
 
-.PHONY: help install run test lint format validate seed reset benchmark benchmark-peers benchmark-profile faults load screenshots browser clean
+.PHONY: help install run prod test lint format validate seed reset benchmark benchmark-peers benchmark-profile faults load screenshots browser clean
 
 help:
 	@echo "make run         set up everything and start the web server and one worker"
+	@echo "make prod        the same in the production profile (gunicorn + uvicorn, DEBUG off)"
 	@echo "make test        lint, format check, type-check, then the whole test suite"
 	@echo "make lint        ruff check, ruff format --check, mypy"
 	@echo "make format      reformat and apply ruff's safe fixes"
@@ -48,6 +49,9 @@ install: $(STAMP)
 
 run: install
 	$(SERVICES) run
+
+prod: install
+	$(SERVICES) prod
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,4 +1,5 @@
-"""The project's ASGI handler: Django's, except for event streams, which are kept lean.
+"""The project's ASGI handler: Django's, except for event streams, which are kept lean, and
+for synchronous requests, which take one thread hop.
 
 An open stream holds, for its whole life, whatever its request left reachable, and a burst
 of 500 streams leaves the process's memory at the high-water mark of what they held (freed
@@ -14,23 +15,40 @@ Python objects are reused, not given back to the system). So a stream request:
   Django keeps in context variables (a cache client and a database connection object per
   context) are freed then, and the stream that follows holds only its events generator.
   Its database reads give their connection back at once (`jobs.live.db`).
+
+The live routes' other async view (the hub's `stream/status`) takes Django's async path, on
+the event loop where the process's one hub lives.
+
+Every other request (the API, the console, the admin, static files) is synchronous code from
+end to end: the middleware, DRF and the views are all sync. Django's async path would start a
+thread for each request and cross between it and the event loop a dozen times (once per
+middleware hook, then the view, then the signals). Here the whole request runs in one hop on
+a fixed pool of threads, through the same middleware loaded in its sync mode, as Django's
+WSGI handler runs it; the event loop only reads the body and writes the answer. The pool has
+as many threads as the process has database connections (`DATABASE_POOL_MAX_SIZE`), so a
+request never waits for a connection; a busy process queues requests, not connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncGenerator
-from typing import Any, cast
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any, cast
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
 from django.core.handlers.asgi import get_script_prefix
-from django.http.response import HttpResponseBase
+from django.core.handlers.base import BaseHandler
+from django.http import FileResponse
+from django.http.response import HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse, set_script_prefix
 
+from . import urls as live_urls
 from .views import EventStreamResponse
 
 
@@ -38,9 +56,16 @@ class ASGIHandler(DjangoASGIHandler):
     def __init__(self) -> None:
         super().__init__()
         self.stream_paths = frozenset({reverse("job-stream"), reverse("job-stream-v1")})
+        self.live_paths = frozenset(reverse(route.name) for route in live_urls.urlpatterns)
+        self.sync_handler = BaseHandler()
+        self.sync_handler.load_middleware(is_async=False)
+        threads = settings.DATABASES["default"].get("OPTIONS", {}).get("pool", {}).get("max_size")
+        self.executor = ThreadPoolExecutor(max_workers=threads or 10, thread_name_prefix="request")
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] in self.stream_paths:
+        if scope["type"] == "http" and scope["path"] not in self.live_paths:
+            await self.handle_in_thread(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] in self.stream_paths:
             # Not kept in a variable: the finished task would keep its context alive.
             events = await asyncio.create_task(
                 self._answer(scope, receive, send), context=contextvars.Context()
@@ -91,6 +116,58 @@ class ASGIHandler(DjangoASGIHandler):
         await sync_to_async(response.close)()
         body_file.close()
         return events
+
+    async def handle_in_thread(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            response = await loop.run_in_executor(self.executor, self.respond, scope, body_file)
+            if not response.streaming:
+                await self.send_response(response, send)
+                return
+            try:
+                if isinstance(response, StreamingHttpResponse) and not response.is_async:
+                    blocks: Iterator[bytes] = iter(response.streaming_content)  # type: ignore[arg-type]
+                    response.streaming_content = self.read_in_threads(blocks)
+                await self.send_response(response, send)
+            finally:
+                await loop.run_in_executor(self.executor, response.close)
+        finally:
+            body_file.close()
+
+    def respond(self, scope: dict[str, Any], body_file: IO[bytes]) -> HttpResponseBase:
+        """One request, start to end, in the calling thread (what Django's WSGI handler does)."""
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, error = self.create_request(scope, body_file)
+        response = cast(
+            HttpResponseBase,
+            self.sync_handler.get_response(request) if request is not None else error,
+        )
+        # The sender of request_finished, as Django's own handlers set it.
+        response._handler_class = self.__class__  # type: ignore[attr-defined]
+        if isinstance(response, FileResponse):
+            response.block_size = self.chunk_size
+        if not response.streaming:
+            # request_finished: the database connection goes back to the pool now, not
+            # after the client has read the answer.
+            response.close()
+        return response
+
+    def read_in_threads(self, chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+        """A synchronous body (a static file's blocks) read chunk by chunk on the pool."""
+
+        async def read() -> AsyncIterator[bytes]:
+            loop = asyncio.get_running_loop()
+            while (
+                chunk := await loop.run_in_executor(self.executor, next, chunks, None)
+            ) is not None:
+                yield chunk
+
+        return read()
 
 
 async def _stream(events: AsyncGenerator[bytes, None], receive: Any, send: Any) -> None:

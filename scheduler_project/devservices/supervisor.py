@@ -27,14 +27,29 @@ def terminate_with_parent() -> None:
 class Supervisor:
     """The children of `make run`, each in its own session so that Ctrl-C reaches only us,
     and we stop them in order: SIGTERM (the worker finishes running jobs), a second Ctrl-C
-    sends SIGTERM again (the worker stops at once), then SIGKILL after the grace period."""
+    sends SIGTERM again (the worker stops at once), then SIGKILL after the grace period.
+
+    A child spawned with `restart=True` (the worker of `make prod`) is started again when it
+    exits, as systemd's `Restart=always` would: `kill <pid>` then restarts it gracefully
+    (it finishes its running jobs first). Any other child's exit stops everything."""
+
+    # A child that exits sooner than this after its start cannot start: everything stops
+    # rather than restarting it in a loop.
+    RESTART_DELAY = 1.0
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
         self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.commands: dict[str, list[str]] = {}
+        self.restartable: set[str] = set()
+        self.started: dict[str, float] = {}
         self.signals = 0
 
-    def spawn(self, name: str, command: list[str]) -> None:
+    def spawn(self, name: str, command: list[str], *, restart: bool = False) -> None:
+        self.commands[name] = command
+        if restart:
+            self.restartable.add(name)
+        self.started[name] = time.monotonic()
         self.children[name] = subprocess.Popen(  # noqa: S603 - our own commands
             command,
             env=self.env,
@@ -71,6 +86,9 @@ class Supervisor:
     def wait(self) -> int:
         """Until a signal or a child's exit; 0 for a requested stop, 1 when a child died."""
         while not self.signals:
+            for name in self.exited():
+                if name in self.restartable:
+                    self.respawn(name)
             if gone := self.exited():
                 for name in gone:
                     code = self.children[name].returncode
@@ -78,6 +96,18 @@ class Supervisor:
                 return 1
             time.sleep(0.2)
         return 0
+
+    def respawn(self, name: str) -> None:
+        if time.monotonic() - self.started[name] < self.RESTART_DELAY:
+            return
+        code = self.children[name].returncode
+        # Its session may hold subprocesses of its own.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.children[name].pid, signal.SIGKILL)
+        self.spawn(name, self.commands[name], restart=True)
+        command = " ".join(self.commands[name][1:])
+        pid = self.children[name].pid
+        say(f"the {name} exited with code {code}; started again: {command} (pid {pid})")
 
     def stop(self, grace: float) -> None:
         alive = {name: c for name, c in self.children.items() if c.poll() is None}

@@ -1,0 +1,28 @@
+"""gunicorn's settings for the production profile (`make prod`, deploy/Procfile, the systemd
+unit). Each can be overridden on the command line or in GUNICORN_CMD_ARGS.
+
+gunicorn is the supervisor of the web processes (it restarts one that dies, replaces them all
+gracefully on SIGHUP, stops them gracefully on SIGTERM); each process is a uvicorn worker
+(`scheduler_project.server.UvicornWorker`) serving the ASGI application, event streams
+included. See ARCHITECTURE.md, "The production profile".
+"""
+
+import os
+
+wsgi_app = "scheduler_project.asgi:application"
+worker_class = "scheduler_project.server.UvicornWorker"
+# One process per core: each runs a request's Python on one core at a time (the GIL), and
+# waits on PostgreSQL in threads. WEB_CONCURRENCY is gunicorn's own variable.
+workers = int(os.environ.get("WEB_CONCURRENCY") or os.cpu_count() or 2)
+# A worker whose event loop is blocked this long is killed and replaced.
+timeout = 30
+# Seconds a stopping worker gives its requests, event streams included, before closing them
+# (EventSource reconnects to another worker).
+graceful_timeout = 10
+keepalive = 5
+# Listen on $PORT when set (as platforms behind a Procfile expect), else on 127.0.0.1:8000.
+bind = [f"0.0.0.0:{os.environ['PORT']}" if os.environ.get("PORT") else "127.0.0.1:8000"]
+accesslog = None
+errorlog = "-"
+# No gunicornc control socket (it would live in $HOME, shared by every instance).
+control_socket_disable = True

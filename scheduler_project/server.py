@@ -1,0 +1,129 @@
+"""The production web server: gunicorn supervising uvicorn workers (deploy/gunicorn.conf.py).
+
+`UvicornWorker` is uvicorn-worker's, configured for this project:
+
+- uvloop and httptools (the fast parser), no lifespan (Django has none), no access log
+  (`jobs.api.middleware` writes one line per request, with its request id), no proxy-header
+  rewriting (`jobs.api.clients.client_address` is the one reader of `X-Forwarded-For`,
+  behind `TRUSTED_PROXIES`), and gunicorn's `graceful_timeout` as uvicorn's own: event
+  streams never end by themselves, so a stopping worker closes them after that long.
+- `LimitedHttpToolsProtocol`: httptools has no limit on the request line or the headers, and
+  uvicorn sets none, so a client could make a worker buffer megabytes. The limits are
+  daphne's (Twisted's 16 KiB per line, `scheduler_project.daphne_limits`), answered the same
+  way: 414 for the request line, 431 for a header line or the whole head over 64 KiB, in the
+  API's error envelope, then the connection is closed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn_worker import UvicornWorker as BaseUvicornWorker
+
+MAX_LINE_BYTES = 16 * 1024
+MAX_HEAD_BYTES = 64 * 1024
+
+
+class RequestTooLarge(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.reason, self.message = status, reason, message
+
+    def answer(self) -> bytes:
+        # Imported here: uvicorn may load this protocol before the Django app is set up.
+        from jobs.api.errors import error_body
+
+        body = json.dumps(error_body("request_too_large", self.message)).encode()
+        return (
+            f"HTTP/1.1 {self.status} {self.reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+
+
+class LimitedHttpToolsProtocol(HttpToolsProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.refusal: RequestTooLarge | None = None
+        self.in_head = False
+        self.head_bytes = 0
+        self.header_bytes = 0
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.in_head, self.head_bytes, self.header_bytes = True, 0, 0
+
+    def on_url(self, url: bytes) -> None:
+        # httptools hands the URL over in pieces as they arrive.
+        if len(self.url) + len(url) > MAX_LINE_BYTES:
+            self.refuse(
+                RequestTooLarge(
+                    414,
+                    "URI Too Long",
+                    f"The request line is over {MAX_LINE_BYTES} bytes: shorten the query.",
+                )
+            )
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        line = len(name) + len(value) + 4  # with ": " and CRLF
+        if line > MAX_LINE_BYTES:
+            self.refuse(header_too_large(f"A header line is over {MAX_LINE_BYTES} bytes."))
+        self.header_bytes += line
+        if self.header_bytes > MAX_HEAD_BYTES:
+            self.refuse(head_too_large())
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self.in_head = False
+        super().on_headers_complete()
+
+    def data_received(self, data: bytes) -> None:
+        if self.refusal is not None:
+            return
+        super().data_received(data)
+        if self.in_head and self.refusal is None:
+            # A header still incomplete sits in httptools' buffer, where on_header cannot
+            # see it: count what this message's head has taken so far.
+            self.head_bytes += len(data)
+            if self.head_bytes > MAX_HEAD_BYTES:
+                self.refusal = head_too_large()
+                self.send_400_response("")
+
+    def refuse(self, refusal: RequestTooLarge) -> None:
+        """Stop parsing: httptools turns the exception into the parser error that uvicorn
+        answers with `send_400_response`, which sends this refusal instead."""
+        self.refusal = refusal
+        raise refusal
+
+    def send_400_response(self, msg: str) -> None:
+        if self.refusal is None:
+            super().send_400_response(msg)
+            return
+        self.transport.write(self.refusal.answer())
+        self.transport.close()
+
+
+def header_too_large(message: str) -> RequestTooLarge:
+    return RequestTooLarge(431, "Request Header Fields Too Large", message)
+
+
+def head_too_large() -> RequestTooLarge:
+    return header_too_large(f"The headers are over {MAX_HEAD_BYTES} bytes in all.")
+
+
+class UvicornWorker(BaseUvicornWorker):
+    CONFIG_KWARGS = {
+        "loop": "uvloop",
+        "http": LimitedHttpToolsProtocol,
+        "lifespan": "off",
+        "access_log": False,
+        "proxy_headers": False,
+        "server_header": False,
+    }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.config.timeout_graceful_shutdown = int(self.cfg.graceful_timeout)
