@@ -36,7 +36,7 @@ help:
 	@echo "make benchmark-peers   the same with Procrastinate, Huey and Celery (in .bench/)"
 	@echo "make benchmark-profile where a job's time goes (cProfile and py-spy)"
 	@echo "make faults      the fault suite: kill -9, PostgreSQL and Redis outages (~4 min)"
-	@echo "make load        20 API clients POSTing jobs to daphne for 60 s (benchmarks/api_load.py)"
+	@echo "make load        20 API clients POSTing jobs to the production profile for 60 s (benchmarks/api_load.py)"
 	@echo "make screenshots regenerate static/screenshots/*.png"
 	@echo "make clean       remove .venv and .data (all local data)"
 

@@ -1,21 +1,25 @@
-"""API load: concurrent clients POSTing jobs to a real daphne for a while.
+"""API load: concurrent clients POSTing jobs to the production profile for a while.
 
 Reports every answer that was not a 201 (an error), throughput, latency, and the most
 PostgreSQL connections the server held at once (sampled from pg_stat_activity by the
-server's own application_name), next to the pool's maximum.
+server's own application_name), next to what its pools allow.
 
     make load                                   # 20 clients for 60 s
-    make load LOAD_ARGS="--clients 50 --seconds 20"
+    make load LOAD_ARGS="--clients 50 --seconds 20 --workers 3"
 
-It starts its own daphne on the database and Redis that `make test` uses (DATABASE_URL /
-REDIS_URL, else the machine's or embedded servers), creates an operator token, and deletes
-the jobs it created afterwards. The test suite runs a short version
+It starts gunicorn with uvicorn workers as `make prod` and deploy/ do (`--workers` web
+processes, default 2 for this 2-core machine; DEBUG off) on the database and Redis that
+`make test` uses (DATABASE_URL / REDIS_URL, else the machine's or embedded servers), creates
+an operator token, and deletes the jobs it created afterwards. The clients are one asyncio
+loop writing HTTP/1.1 on keep-alive connections, so the load generator takes little of the
+CPU it shares with the server. The test suite runs a short version
 (tests/integration/test_api_load.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
 import os
@@ -27,8 +31,10 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +50,7 @@ class LoadReport:
     latencies_ms: list[float] = field(default_factory=list)
     max_connections: int = 0
     pool_max: int = 0
+    workers: int = 1
 
     @property
     def requests(self) -> int:
@@ -65,7 +72,10 @@ class LoadReport:
             ("requests/s", f"{self.requests / self.seconds:,.1f}"),
             ("latency p50 / p99 / max (ms)", self._latencies()),
             ("server's PostgreSQL connections, most at once", f"{self.max_connections}"),
-            ("pool maximum (DATABASE_POOL_MAX_SIZE)", f"{self.pool_max}"),
+            (
+                "pools' maximum (web processes x DATABASE_POOL_MAX_SIZE)",
+                f"{self.workers} x {self.pool_max}",
+            ),
         ]
         if self.errors:
             detail = {**{str(k): v for k, v in self.statuses.items() if k != 201}, **self.failures}
@@ -80,8 +90,29 @@ class LoadReport:
         return f"{p50:.0f} / {self.percentile(0.99):.0f} / {max(self.latencies_ms):.0f}"
 
 
-class Daphne:
-    """daphne serving the project on a free port of 127.0.0.1, as the README documents."""
+class ServerProcess:
+    """A web server subprocess writing to `log_path`."""
+
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    _log: IO[bytes]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+class Daphne(ServerProcess):
+    """daphne serving the project on a free port of 127.0.0.1, as `make run` does."""
 
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         self.log_path = log_path
@@ -104,19 +135,6 @@ class Daphne:
                 raise RuntimeError(f"daphne did not start:\n{self.log()}")
             time.sleep(0.1)
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-
 
 def server_connections(application_name: str) -> int:
     from django.db import connection
@@ -130,54 +148,138 @@ def server_connections(application_name: str) -> int:
     return int(row[0]) if row else 0
 
 
-def run_load(
-    *, port: int, token: str, clients: int, seconds: float, application_name: str, marker: str
-) -> LoadReport:
-    """`clients` threads, each on its own keep-alive connection, POST noop jobs for
-    `seconds`; meanwhile this thread samples the server's connections."""
-    from django.db import connection
+class ProductionServer(ServerProcess):
+    """gunicorn with uvicorn workers on a free port of 127.0.0.1, as `make prod` runs it."""
 
-    report = LoadReport(clients=clients, seconds=seconds)
-    lock = threading.Lock()
-    stop_at = time.monotonic() + seconds
-    body = json.dumps({"type": "noop", "payload": {"load": marker}, "priority": 2})
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    def __init__(self, env: Mapping[str, str], log_path: Path, workers: int = 2) -> None:
+        self.log_path = log_path
+        self.workers = workers
+        self._log = log_path.open("wb")
+        env = {"SECRET_KEY": "api-load-" + uuid.uuid4().hex * 2, **env, "DEBUG": "false"}
+        self.process = subprocess.Popen(  # noqa: S603 - our own virtualenv's gunicorn
+            [
+                *(sys.executable, "-m", "gunicorn", "--config", "deploy/gunicorn.conf.py"),
+                *("--bind", "127.0.0.1:0", "--workers", str(workers)),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 90
+        self.port = 0
+        while not self.ready():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"gunicorn did not start:\n{self.log()}")
+            time.sleep(0.2)
 
-    def client() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    def ready(self) -> bool:
+        log = self.log()
+        if not self.port:
+            found = re.search(r"Listening at: http://127\.0\.0\.1:(\d+)", log)
+            self.port = int(found.group(1)) if found else 0
+        # gunicorn listens before its workers have loaded the app: wait for every one.
+        if not self.port or log.count("Started server process") < self.workers:
+            return False
+        try:
+            return http_get(self.port, "/readyz") == 200
+        except OSError:
+            return False
+
+
+def http_get(port: int, path: str) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+@dataclass
+class Outcomes:
+    statuses: Counter[int] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+def post_jobs(*, port: int, token: str, clients: int, seconds: float, job: object) -> Outcomes:
+    """`clients` keep-alive connections, each POSTing `job` to /api/v1/jobs back to back for
+    `seconds`, from one asyncio loop: a request costs this process a few socket calls."""
+    body = json.dumps(job).encode()
+    request = (
+        f"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    outcomes = Outcomes()
+
+    async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        length = next(
+            (
+                int(v)
+                for k, _, v in (h.partition(":") for h in lines)
+                if k.lower() == "content-length"
+            ),
+            0,
+        )
+        await reader.readexactly(length)
+        return int(status_line.split()[1])
+
+    async def client(stop_at: float) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
         while time.monotonic() < stop_at:
             started = time.perf_counter()
             try:
-                conn.request("POST", "/api/v1/jobs", body=body, headers=headers)
-                response = conn.getresponse()
-                response.read()
-                outcome: int | str = response.status
-            except (OSError, http.client.HTTPException) as exc:
-                outcome = type(exc).__name__
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            elapsed = (time.perf_counter() - started) * 1000
-            with lock:
-                if isinstance(outcome, int):
-                    report.statuses[outcome] += 1
-                else:
-                    report.failures[outcome] += 1
-                report.latencies_ms.append(elapsed)
-        conn.close()
+                outcomes.statuses[await asyncio.wait_for(exchange(reader, writer), 30)] += 1
+            except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                outcomes.failures[type(exc).__name__] += 1
+                writer.close()
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            outcomes.latencies_ms.append((time.perf_counter() - started) * 1000)
+        writer.close()
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
+    async def run() -> None:
+        stop_at = time.monotonic() + seconds
+        await asyncio.gather(*(client(stop_at) for _ in range(clients)))
+
+    asyncio.run(run())
+    return outcomes
+
+
+def run_load(
+    *, port: int, token: str, clients: int, seconds: float, application_name: str, marker: str
+) -> LoadReport:
+    """`clients` connections POST noop jobs for `seconds`; meanwhile a thread samples the
+    server's database connections."""
+    from django.db import connection
+
+    report = LoadReport(clients=clients, seconds=seconds)
+    done = threading.Event()
+
+    def sample() -> None:
+        try:
+            while not done.wait(0.2):
+                report.max_connections = max(
+                    report.max_connections, server_connections(application_name)
+                )
+        finally:
+            connection.close()
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     try:
-        while any(thread.is_alive() for thread in threads):
-            report.max_connections = max(
-                report.max_connections, server_connections(application_name)
-            )
-            time.sleep(0.2)
+        job = {"type": "noop", "payload": {"load": marker}, "priority": 2}
+        outcomes = post_jobs(port=port, token=token, clients=clients, seconds=seconds, job=job)
     finally:
-        connection.close()
-    for thread in threads:
-        thread.join()
+        done.set()
+        sampler.join()
+    report.statuses, report.failures = outcomes.statuses, outcomes.failures
+    report.latencies_ms = outcomes.latencies_ms
     return report
 
 
@@ -192,6 +294,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=2, help="web processes")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -213,7 +316,8 @@ def main(argv: list[str]) -> int:
     name = f"api-load-{run}"
     log = ROOT / ".data" / f"api-load-{run}.log"
     log.parent.mkdir(exist_ok=True)
-    server = Daphne({**os.environ, "DATABASE_URL": named(settings.DATABASE_URL, name)}, log)
+    env = {**os.environ, "DATABASE_URL": named(settings.DATABASE_URL, name)}
+    server = ProductionServer(env, log, workers=args.workers)
     try:
         report = run_load(
             port=server.port,
@@ -228,6 +332,7 @@ def main(argv: list[str]) -> int:
         Job.objects.filter(payload__load=run).delete()
         user.api_tokens.all().delete()
     report.pool_max = settings.DATABASES["default"]["OPTIONS"]["pool"]["max_size"]
+    report.workers = args.workers
     print(report.table())
     print(f"server log: {log}")
     return 1 if report.errors else 0

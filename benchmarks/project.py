@@ -5,20 +5,19 @@
 The jobs are the benchmark app's `bench_noop` / `bench_probe`, registered like a user's
 (SCHEDULER_EXTRA_APPS=benchmarks); enqueue is `jobs.state.enqueue()` / `enqueue_many()`;
 the worker is `manage.py runworker` with no flags ("defaults") or with TUNED_FLAGS; HTTP
-goes to daphne started as `make run` starts it; pages are timed in-process with Django's
-test client (server time: middleware, views, queries and templates, no network).
+goes to the production profile (gunicorn + uvicorn) as `make prod` starts it; pages are
+timed in-process with Django's test client (server time: middleware, views, queries and
+templates, no network).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 
+from benchmarks.api_load import ProductionServer, post_jobs  # noqa: E402
 from benchmarks.workload import (  # noqa: E402
     POLL_SECONDS,
     Sizes,
@@ -41,7 +41,6 @@ from benchmarks.workload import (  # noqa: E402
     measure,
     percentile,
     single_enqueue,
-    stop_worker,
 )
 from jobs import state, stats  # noqa: E402
 from jobs.api.auth import issue_token  # noqa: E402
@@ -95,92 +94,33 @@ def operator_token() -> str:
     return issue_token(user)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def start_web_server(port: int) -> subprocess.Popen[bytes]:
-    """daphne as `make run` starts it."""
-    server = subprocess.Popen(  # noqa: S603 - fixed arguments
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "scheduler_project.asgi:application",
-        ],
-        cwd=settings.BASE_DIR,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            probe.request("GET", "/api/v1/health")
-            if probe.getresponse().status == 200:
-                return server
-        except OSError:
-            time.sleep(0.2)
-    stop_worker(server)
-    raise RuntimeError("daphne did not answer /api/v1/health within 60 s")
-
-
 def http_enqueue(sizes: Sizes) -> dict[str, float]:
-    """`sizes.http_clients` clients POST /api/v1/jobs back to back for `http_seconds`."""
+    """`sizes.http_clients` clients POST /api/v1/jobs back to back for `http_seconds`, to
+    the production profile (gunicorn with two uvicorn workers, as `make prod` runs it)."""
     project = Project()
     project.prepare()
     token = operator_token()
-    port = free_port()
-    server = start_web_server(port)
-    body = json.dumps({"type": "bench_noop", "payload": {}, "priority": 2})
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    timings: list[float] = []
-    errors: list[int] = []
-    lock = threading.Lock()
-    stop_at = time.perf_counter() + sizes.http_seconds
-
-    def client() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        mine: list[float] = []
-        failed = 0
-        while time.perf_counter() < stop_at:
-            before = time.perf_counter()
-            try:
-                conn.request("POST", "/api/v1/jobs", body, headers)
-                response = conn.getresponse()
-                response.read()
-                ok = response.status == 201
-            except (OSError, http.client.HTTPException):
-                ok = False
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            mine.append((time.perf_counter() - before) * 1000)
-            failed += not ok
-        with lock:
-            timings.extend(mine)
-            errors.append(failed)
-
+    log = Path(tempfile.mkdtemp(prefix="bench-http-")) / "gunicorn.log"
+    server = ProductionServer(os.environ, log, workers=2)
+    job = {"type": "bench_noop", "payload": {}, "priority": 2}
     started = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(sizes.http_clients)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outcomes = post_jobs(
+            port=server.port,
+            token=token,
+            clients=sizes.http_clients,
+            seconds=sizes.http_seconds,
+            job=job,
+        )
         elapsed = time.perf_counter() - started
     finally:
-        stop_worker(server)
+        server.stop()
     project.prepare()
+    timings = outcomes.latencies_ms
     return {
         "requests": len(timings),
         "per_s": len(timings) / elapsed,
-        "errors": sum(errors),
+        "errors": len(timings) - outcomes.statuses[201],
         "p50_ms": statistics.median(timings),
         "p99_ms": percentile(timings, 0.99),
     }

@@ -14,7 +14,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.staticfiles import finders
 from django.core.exceptions import RequestDataTooBig
 from django.core.management import call_command
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
@@ -108,6 +110,20 @@ def test_a_token_records_when_it_was_last_used(viewer, viewer_client):
     assert ApiToken.objects.get(user=viewer).last_used_at is None
     viewer_client.get(JOBS)
     assert ApiToken.objects.get(user=viewer).last_used_at is not None
+
+
+def test_a_write_reads_token_and_role_once_and_records_use_to_the_minute(operator_client):
+    assert call(operator_client, "post", JOBS).status_code == 201
+    with CaptureQueriesContext(connection) as queries:
+        assert call(operator_client, "post", JOBS).status_code == 201
+    token_queries = [q["sql"] for q in queries if "api_tokens" in q["sql"]]
+    assert len(token_queries) == 1, token_queries
+    assert token_queries[0].lstrip().startswith("SELECT")
+    assert "auth_group" in token_queries[0]
+    role_queries = [
+        q for q in queries if "auth_group" in q["sql"] and q["sql"] not in token_queries
+    ]
+    assert not role_queries
 
 
 def test_session_users_read_and_their_writes_need_the_csrf_token(operator):
