@@ -41,6 +41,7 @@ from benchmarks.workload import (  # noqa: E402
     measure,
     percentile,
     single_enqueue,
+    stop_worker,
 )
 from jobs import state, stats  # noqa: E402
 from jobs.api.auth import issue_token  # noqa: E402
