@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -14,7 +15,10 @@ from .representation import format_time, with_job_objects
 from .state import JobNotFound, JobValidationError
 
 # Query parameters of list routes that are not filters.
-LIST_PARAMS = frozenset({"page", "limit", "format"})
+LIST_PARAMS = frozenset({"page", "limit", "cursor", "format"})
+# Lists count the jobs they match exactly up to this many; above, the count is PostgreSQL's
+# estimate, since an exact count reads every matching row (a million rows: ~100 ms).
+EXACT_COUNT_LIMIT = 10_000
 
 
 def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[Job]:
@@ -36,6 +40,20 @@ def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[J
     if errors:
         raise JobValidationError(errors)
     return with_job_objects(filterset.qs)
+
+
+def bounded_count(queryset: QuerySet[Any]) -> tuple[int, bool]:
+    """(how many rows `queryset` has, whether that is exact): exact up to EXACT_COUNT_LIMIT
+    rows (it reads at most that many ids + 1, through the index its filter uses), else the
+    planner's estimate, never below the limit + 1. No COUNT over the table."""
+    limit = EXACT_COUNT_LIMIT
+    unordered = queryset.order_by()
+    ids = unordered.values_list("pk", flat=True)[: limit + 1]
+    seen = len(ids)
+    if seen <= limit:
+        return seen, True
+    plan = json.loads(unordered.values("pk").explain(format="json"))
+    return max(limit + 1, int(plan[0]["Plan"]["Plan Rows"])), False
 
 
 def job_attempts(job_id: uuid.UUID) -> list[dict[str, Any]]:

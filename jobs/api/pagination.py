@@ -1,26 +1,44 @@
-"""`page` (1-based) and `limit` pagination: `{"count", "next", "previous", "results"}`.
+"""Pagination of job lists: `{"count", "count_exact", "next", "previous", "results"}`.
 
-Page 1 always answers, empty when nothing matches; a page past the last one is a 404
-`not_found` (DRF's convention), which tells a client walking `next` links apart from one
-that guessed a page number from a stale count.
+Two ways through a list, with the same response:
+
+- `page` (1-based) and `limit`. Page 1 always answers, empty when nothing matches; a page
+  past the last one is a 404 `not_found` (DRF's convention), which tells a client walking
+  `next` links apart from one that guessed a page number from a stale count. A page is
+  found by skipping the rows before it (an index walk over them), so its cost grows with
+  its depth.
+- `cursor`: `cursor=first`, then each `next` link. A page starts right after the last row
+  of the one before, whatever the depth (keyset pagination over the list's ordering, which
+  always ends with the id), and rows inserted or removed meanwhile never shift a walk: no
+  row is seen twice or skipped. `previous` is always null (a cursor walks forward); `page`
+  is ignored beside a cursor.
+
+`count` is exact up to `jobs.selectors.EXACT_COUNT_LIMIT` matching jobs and PostgreSQL's
+estimate above it (`count_exact` says which): an exact count reads every matching row.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, cast
 
 from django.conf import settings
-from django.core.paginator import EmptyPage, Paginator
-from django.db.models import Model, QuerySet
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Field, Q, QuerySet
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
+from jobs.models import Job
+from jobs.selectors import bounded_count
+
 PAGE_PARAM = "page"
 LIMIT_PARAM = "limit"
-
-M = TypeVar("M", bound=Model)
+CURSOR_PARAM = "cursor"
+FIRST = "first"
 
 
 def _positive_int(
@@ -51,31 +69,111 @@ def page_window(params: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def paginate(
-    queryset: QuerySet[M], request: Request, represent: Callable[[M], dict[str, Any]]
+    queryset: QuerySet[Job], request: Request, represent: Callable[[Job], dict[str, Any]]
 ) -> dict[str, Any]:
     page_number, limit = page_window(request.query_params)
-    paginator = Paginator(queryset, limit)
-    try:
-        page = paginator.page(page_number)
-    except EmptyPage:
-        raise NotFound(
-            f"Page {page_number} is past the end: {paginator.count} jobs make "
-            f"{paginator.num_pages} page(s) of {limit}."
-        ) from None
+    cursor = request.query_params.get(CURSOR_PARAM)
+    ordering = tuple(str(field) for field in queryset.query.order_by)
+    after = None if cursor is None else _after(cursor, ordering)
+    count, exact = bounded_count(queryset)
     url = request.build_absolute_uri()
-    previous = None
-    if page.has_previous():
-        previous_number = page.previous_page_number()
-        previous = (
-            remove_query_param(url, PAGE_PARAM)
-            if previous_number == 1
-            else replace_query_param(url, PAGE_PARAM, previous_number)
+    if after is not None:
+        rows = list(queryset.filter(after)[: limit + 1])
+        next_url = (
+            replace_query_param(url, CURSOR_PARAM, _encode(rows[limit - 1], ordering))
+            if len(rows) > limit
+            else None
         )
+        previous = None
+    else:
+        # The rows before the page are skipped over their ids only (an index-only walk);
+        # job objects are built for the page's rows alone.
+        offset = (page_number - 1) * limit
+        rows = list(queryset.filter(pk__in=queryset.values("pk")[offset : offset + limit + 1]))
+        if not rows and page_number > 1:
+            pages = max(1, -(-count // limit))
+            about = "" if exact else "about "
+            raise NotFound(
+                f"Page {page_number} is past the end: {about}{count} jobs make "
+                f"{about}{pages} page(s) of {limit}."
+            )
+        next_url = (
+            replace_query_param(url, PAGE_PARAM, page_number + 1) if len(rows) > limit else None
+        )
+        previous = None
+        if page_number > 1:
+            previous = (
+                remove_query_param(url, PAGE_PARAM)
+                if page_number == 2
+                else replace_query_param(url, PAGE_PARAM, page_number - 1)
+            )
     return {
-        "count": paginator.count,
-        "next": replace_query_param(url, PAGE_PARAM, page.next_page_number())
-        if page.has_next()
-        else None,
+        "count": count,
+        "count_exact": exact,
+        "next": next_url,
         "previous": previous,
-        "results": [represent(item) for item in page.object_list],
+        "results": [represent(row) for row in rows[:limit]],
     }
+
+
+# --- cursors ------------------------------------------------------------------------------------
+
+
+def _encode(row: Job, ordering: tuple[str, ...]) -> str:
+    values = [_field(row, key) for key in ordering]
+    raw = json.dumps({"o": list(ordering), "v": values}, separators=(",", ":"), default=str)
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _field(row: Job, key: str) -> Any:
+    value = getattr(row, key.lstrip("-"))
+    return value if isinstance(value, int) else str(value)
+
+
+def _after(cursor: str, ordering: tuple[str, ...]) -> Q:
+    """The rows after the cursor's row in `ordering` (Q() for `first`)."""
+    if cursor == FIRST:
+        return Q()
+    invalid = ValidationError(
+        {CURSOR_PARAM: [f"Not a cursor: use {FIRST}, or the cursor of a next link."]}
+    )
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        keys, values = decoded["o"], decoded["v"]
+    except (ValueError, TypeError, KeyError, binascii.Error):
+        raise invalid from None
+    if not isinstance(keys, list) or not isinstance(values, list) or len(keys) != len(values):
+        raise invalid
+    if tuple(keys) != ordering:
+        raise ValidationError(
+            {CURSOR_PARAM: ["This cursor belongs to another ordering: start again with first."]}
+        )
+    try:
+        parsed = [
+            _model_field(key).to_python(value) for key, value in zip(keys, values, strict=True)
+        ]
+    except (DjangoValidationError, TypeError, ValueError):
+        raise invalid from None
+    if None in parsed:
+        raise invalid
+    return _keyset(list(zip(keys, parsed, strict=True)))
+
+
+def _model_field(key: str) -> Field[Any, Any]:
+    return cast("Field[Any, Any]", Job._meta.get_field(key.lstrip("-")))
+
+
+def _keyset(keys: list[tuple[str, Any]]) -> Q:
+    """Rows strictly after (v1, v2, ...) in the order of keys (`-` = descending). Every
+    ordering field is NOT NULL, so plain comparisons order them as PostgreSQL does."""
+    after = Q(pk__in=[])
+    equal_before = Q()
+    for key, value in keys:
+        field = key.lstrip("-")
+        after |= equal_before & Q(**{f"{field}__{'lt' if key.startswith('-') else 'gt'}": value})
+        equal_before &= Q(**{field: value})
+    # The same rows, with a range on the first key that an index in this order can start from
+    # (an OR alone would make PostgreSQL read every row before the cursor too).
+    first_key, first_value = keys[0]
+    bound = "lte" if first_key.startswith("-") else "gte"
+    return Q(**{f"{first_key.lstrip('-')}__{bound}": first_value}) & after

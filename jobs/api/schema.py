@@ -141,6 +141,14 @@ def list_parameters() -> list[OpenApiParameter]:
             description=f"Jobs per page: default {settings.API_PAGE_SIZE}, at most "
             f"{settings.API_MAX_PAGE_SIZE} (more is a 400).",
         ),
+        OpenApiParameter(
+            "cursor",
+            {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"},
+            OpenApiParameter.QUERY,
+            description="Keyset pagination, flat cost at any depth: `first`, then the cursor "
+            "of each `next` link (anything else is a 400). Rows inserted or removed during a "
+            "walk never make it skip or repeat a row; `previous` is null; `page` is ignored.",
+        ),
     ]
     return parameters
 

@@ -111,7 +111,13 @@ class JobSerializer(serializers.Serializer):
 
 
 class JobPageSerializer(serializers.Serializer):
-    count = serializers.IntegerField()
+    count = serializers.IntegerField(
+        help_text="Jobs matching: exact up to 10,000, PostgreSQL's estimate above (see "
+        "count_exact)."
+    )
+    count_exact = serializers.BooleanField(
+        help_text="Whether count is exact: an exact count of more jobs would read them all."
+    )
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = JobSerializer(many=True)

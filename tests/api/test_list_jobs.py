@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.filters import ORDERING_FIELDS, TIME_FIELDS
-from jobs.models import JobDependency
+from jobs.models import Job, JobDependency
 
 from .conftest import T0, iso, ms
 from .test_job_routes import assert_error
@@ -221,7 +221,13 @@ def test_default_page_size_is_20_and_50_is_the_maximum(viewer_client, job_row):
 
 def test_empty_list_is_one_empty_page(viewer_client):
     response = viewer_client.get(JOBS)
-    assert response.json() == {"count": 0, "next": None, "previous": None, "results": []}
+    assert response.json() == {
+        "count": 0,
+        "count_exact": True,
+        "next": None,
+        "previous": None,
+        "results": [],
+    }
     assert_error(viewer_client.get(JOBS, {"page": 2}), 404, "not_found")
 
 
@@ -243,3 +249,81 @@ def test_unknown_job_id_format_in_depends_on_filter_is_not_a_filter(viewer_clien
         viewer_client.get(JOBS, {"depends_on": str(uuid.uuid4())}), 400, "validation_error"
     )
     assert error["details"] == {"depends_on": ["Unknown query parameter."]}
+
+
+# --- cursors and bounded counts ---------------------------------------------------------------
+
+
+def walk(client, params):
+    """Every page of a cursor walk, each page's `next` followed, with `between(page)` run
+    before the next request."""
+    response = client.get(JOBS, {**params, "cursor": "first"})
+    while True:
+        assert response.status_code == 200, response.content
+        body = response.json()
+        assert body["previous"] is None
+        yield body
+        if body["next"] is None:
+            return
+        response = client.get(body["next"])
+
+
+@pytest.mark.parametrize(
+    "ordering", ["-created_at", "created_at", "scheduled_at", "-scheduled_at", "priority"]
+)
+def test_a_cursor_walk_sees_each_row_once_while_rows_are_inserted(viewer_client, job_row, ordering):
+    def row(created_at, scheduled_at, priority):
+        return job_row(created_at=created_at, scheduled_at=scheduled_at, priority=priority)
+
+    # Ties on every sort key: equal times, equal priorities.
+    existing = []
+    for n in range(23):
+        scheduled = T0 + (n // 3) * HOUR
+        existing.append(
+            row(created_at=T0 + (n // 2) * HOUR, scheduled_at=scheduled, priority=1 + n % 3)
+        )
+    seen = []
+    for number, page in enumerate(walk(viewer_client, {"limit": 4, "ordering": ordering})):
+        seen += [job["id"] for job in page["results"]]
+        # Inserted while the walk goes on: before, at and after its position.
+        row(created_at=T0 + number * HOUR, scheduled_at=T0 + number * HOUR, priority=2)
+        row(created_at=T0 - HOUR, scheduled_at=T0 + 20 * HOUR, priority=3)
+        row(created_at=T0 + 30 * HOUR, scheduled_at=T0 - HOUR, priority=1)
+    assert len(seen) == len(set(seen))
+    assert {str(job.id) for job in existing} <= set(seen)
+    # The walk is in the list's own order.
+    everything = [str(i) for i in Job.objects.order_by(ordering, "id").values_list("id", flat=True)]
+    assert seen == [job_id for job_id in everything if job_id in set(seen)]
+
+
+def test_a_cursor_keeps_the_filters_and_refuses_a_forged_or_foreign_cursor(viewer_client, job_row):
+    for n in range(5):
+        job_row(created_at=T0 + n * HOUR, type="noop")
+        job_row(created_at=T0 + n * HOUR, type="send_email", payload={"to": "a@example.com"})
+    pages = list(walk(viewer_client, {"limit": 2, "type": "noop"}))
+    assert [len(page["results"]) for page in pages] == [2, 2, 1]
+    assert {job["type"] for page in pages for job in page["results"]} == {"noop"}
+    assert parse_qs(urlsplit(pages[0]["next"]).query)["type"] == ["noop"]
+    cursor = parse_qs(urlsplit(pages[0]["next"]).query)["cursor"][0]
+    for forged in ["nonsense", "e30", cursor[:-3]]:
+        error = assert_error(viewer_client.get(JOBS, {"cursor": forged}), 400, "validation_error")
+        assert "cursor" in error["details"], forged
+    other = viewer_client.get(JOBS, {"cursor": cursor, "ordering": "priority"})
+    error = assert_error(other, 400, "validation_error")
+    assert "another ordering" in error["details"]["cursor"][0]
+
+
+def test_counts_are_exact_up_to_the_limit_then_estimated(viewer_client, job_row, monkeypatch):
+    monkeypatch.setattr("jobs.selectors.EXACT_COUNT_LIMIT", 3)
+    for n in range(3):
+        job_row(created_at=T0 + n * HOUR, type="noop")
+    body = viewer_client.get(JOBS, {"limit": 2}).json()
+    assert (body["count"], body["count_exact"]) == (3, True)
+    for n in range(3):
+        job_row(created_at=T0 + n * HOUR, type="send_email", payload={"to": "a@example.com"})
+    body = viewer_client.get(JOBS, {"limit": 2}).json()
+    assert body["count_exact"] is False and body["count"] >= 4
+    assert viewer_client.get(JOBS, {"limit": 2, "type": "noop"}).json()["count_exact"] is True
+    # Pages still end where the rows do, whatever the count says.
+    assert ids(viewer_client.get(JOBS, {"limit": 2, "page": 3})) != []
+    assert_error(viewer_client.get(JOBS, {"limit": 2, "page": 4}), 404, "not_found")

@@ -72,8 +72,11 @@ def _in_the_future(value: Any) -> Any:
 
 
 def keep_the_rules_no_schema_states(case: Any, upstream_id: str) -> None:
-    """A valid POST /jobs made to keep the moment- and data-dependent rules, as a client would."""
+    """A valid request made to keep the moment- and data-dependent rules, as a client would:
+    a future `scheduled_at`, an existing `depends_on`, a cursor the server gave."""
     positive = case.meta is not None and case.meta.generation.mode.is_positive
+    if positive and isinstance(case.query, dict) and "cursor" in case.query:
+        case.query["cursor"] = "first"
     body = case.body
     if positive and case.operation.method.upper() == "POST" and isinstance(body, dict):
         if body.get("scheduled_at") is not None:
