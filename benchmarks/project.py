@@ -45,6 +45,9 @@ from benchmarks.workload import (  # noqa: E402
 )
 from jobs import state, stats  # noqa: E402
 from jobs.api.auth import issue_token  # noqa: E402
+from jobs.api.pagination import encode_cursor  # noqa: E402
+from jobs.filters import DEFAULT_ORDERING  # noqa: E402
+from jobs.models import Job  # noqa: E402
 from jobs.roles import Role, assign_role  # noqa: E402
 
 MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
@@ -144,6 +147,7 @@ def page_times() -> dict[str, dict[str, Any]]:
         "api_list": (api, "/api/v1/jobs?limit=20"),
         "api_type": (api, "/api/v1/jobs?type=send_email&limit=20"),
         "api_deep": (api, f"/api/v1/jobs?page={deep}&limit=50"),
+        "api_cursor": (api, f"/api/v1/jobs?limit=50&cursor={cursor_at((deep - 1) * 50)}"),
         "api_stats": (api, "/api/v1/jobs/stats"),
         "dashboard": (browser, "/"),
         "dlq": (browser, "/dlq"),
@@ -165,6 +169,13 @@ def page_times() -> dict[str, dict[str, Any]]:
             "url": url,
         }
     return figures
+
+
+def cursor_at(depth: int) -> str:
+    """The cursor a client walking `next` links holds at `depth` rows into the default list."""
+    ordering = (DEFAULT_ORDERING, "id")
+    row = Job.objects.order_by(*ordering)[depth : depth + 1].first()
+    return "first" if row is None else encode_cursor(row, ordering)
 
 
 def counters_read() -> dict[str, Any]:

@@ -45,6 +45,7 @@ PAGES = [
     ("api_list", "GET /api/v1/jobs?limit=20 p95"),
     ("api_type", "GET /api/v1/jobs?type=send_email p95"),
     ("api_deep", "GET /api/v1/jobs deep page (limit=50) p95"),
+    ("api_cursor", "GET /api/v1/jobs cursor at the same depth (limit=50) p95"),
     ("api_stats", "GET /api/v1/jobs/stats p95"),
     ("dashboard", "console Dashboard p95"),
     ("dlq", "console DLQ p95"),

@@ -10,26 +10,25 @@ user look at jobs, the DLQ, attempts and logs.
 from __future__ import annotations
 
 import uuid
-from typing import Any, cast
+from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import BaseModelAdmin
-from django.core.paginator import Paginator
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from jobs.registry import registry
 
 from . import state, webhooks
 from .display import job_display_state, shown_json
+from .filters import PRIORITY_CHOICES
 from .models import (
     ApiToken,
     AuditEntry,
@@ -42,7 +41,7 @@ from .models import (
     Webhook,
     Worker,
 )
-from .selectors import bounded_count
+from .selectors import BoundedCountPaginator
 
 # A job's change page shows at most this many of its newest log lines.
 LOG_LINES_SHOWN = 200
@@ -85,6 +84,21 @@ class ReadOnlyAdminMixin(BaseModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return self.can_delete_rows and super().has_delete_permission(request, obj)
+
+
+class PriorityFilter(admin.SimpleListFilter):
+    """Priorities 1..3: Django's filter for a field without choices is a DISTINCT over the
+    whole jobs table (~260 ms at a million rows) on every page of the list."""
+
+    title = "priority"
+    parameter_name = "priority__exact"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(value), label) for value, label in PRIORITY_CHOICES]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(priority=value) if value else queryset
 
 
 class JobTypeFilter(admin.SimpleListFilter):
@@ -154,16 +168,6 @@ class JobDependencyInline(_ReadOnlyInline):
     fields = readonly_fields = ("depends_on", "created_at")
 
 
-class BoundedCountPaginator(Paginator):
-    """The change list's pages without a COUNT over the jobs: exact up to
-    `EXACT_COUNT_LIMIT` matching jobs, PostgreSQL's estimate above (a million rows: ~600 ms
-    for the exact count on every page and filter)."""
-
-    @cached_property
-    def count(self) -> int:
-        return bounded_count(cast("QuerySet[Any]", self.object_list))[0]
-
-
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
@@ -176,13 +180,14 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "created_at",
         "worker",
     ]
-    list_filter = ["status", JobTypeFilter, "priority", "in_dlq", "recur_interval"]
+    list_filter = ["status", JobTypeFilter, PriorityFilter, "in_dlq", "recur_interval"]
     search_fields = ("type",)
     search_help_text = "A job's full id, or a job type."
     list_select_related = ("worker",)
     list_per_page = 50
     # Skips a COUNT(*) of the whole table on every filtered page.
     show_full_result_count = False
+    # Nor a COUNT(*) of the filtered rows (~600 ms at a million jobs).
     paginator = BoundedCountPaginator
     ordering = ("-created_at",)
     inlines = (JobDependencyInline, JobAttemptInline, JobLogInline)
@@ -278,7 +283,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 @admin.register(DeadLetterJob)
 class DeadLetterJobAdmin(JobAdmin):
     list_display = ["id", "type", "priority", "attempts", "error", "updated_at", "created_at"]
-    list_filter = [JobTypeFilter, "priority"]
+    list_filter = [JobTypeFilter, PriorityFilter]
     ordering = ("-updated_at",)
     actions = ("retry_selected", "purge_selected")
 

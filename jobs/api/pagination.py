@@ -80,7 +80,7 @@ def paginate(
     if after is not None:
         rows = list(queryset.filter(after)[: limit + 1])
         next_url = (
-            replace_query_param(url, CURSOR_PARAM, _encode(rows[limit - 1], ordering))
+            replace_query_param(url, CURSOR_PARAM, encode_cursor(rows[limit - 1], ordering))
             if len(rows) > limit
             else None
         )
@@ -119,7 +119,8 @@ def paginate(
 # --- cursors ------------------------------------------------------------------------------------
 
 
-def _encode(row: Job, ordering: tuple[str, ...]) -> str:
+def encode_cursor(row: Job, ordering: tuple[str, ...]) -> str:
+    """The cursor of the page after `row` in `ordering` (the list's order_by)."""
     values = [_field(row, key) for key in ordering]
     raw = json.dumps({"o": list(ordering), "v": values}, separators=(",", ":"), default=str)
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")

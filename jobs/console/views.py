@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -31,6 +30,7 @@ from jobs.explain import explain
 from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME_FIELDS, JobFilter
 from jobs.models import AuditSource, Job, RecurInterval, Webhook
 from jobs.registry import registry
+from jobs.selectors import BoundedCountPaginator
 
 from . import charts, selectors
 from .access import ConsoleRequest, console_view, page, refuse, user_time_zone
@@ -104,7 +104,7 @@ def _ledger_filter(request: ConsoleRequest) -> JobFilter:
 def ledger(request: ConsoleRequest) -> HttpResponse:
     filterset = _ledger_filter(request)
     valid = filterset.is_valid()
-    paginator = Paginator(
+    paginator = BoundedCountPaginator(
         filterset.qs if valid else Job.objects.none(), request.preferences.page_size
     )
     page_obj = paginator.get_page(request.GET.get("page"))
@@ -347,7 +347,7 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
         # Only a hand-made URL gets here: the page's own links carry no job filter.
         selection = bulk.Selection(query={}, dlq=True)
         jobs = selection.jobs().order_by("-updated_at", "id")
-    paginator = Paginator(jobs, request.preferences.page_size)
+    paginator = BoundedCountPaginator(jobs, request.preferences.page_size)
     page_obj = paginator.get_page(request.GET.get("page"))
     tz = user_time_zone(request.preferences)
     return page(

@@ -269,7 +269,8 @@ def walk(client, params):
 
 
 @pytest.mark.parametrize(
-    "ordering", ["-created_at", "created_at", "scheduled_at", "-scheduled_at", "priority"]
+    "ordering",
+    ["-created_at", "created_at", "scheduled_at", "-scheduled_at", "priority", "virtual_deadline"],
 )
 def test_a_cursor_walk_sees_each_row_once_while_rows_are_inserted(viewer_client, job_row, ordering):
     def row(created_at, scheduled_at, priority):
