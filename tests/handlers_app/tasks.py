@@ -3,6 +3,7 @@ subprocess imports this module when it first meets one of their jobs."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django_tasks import TaskContext, task
@@ -39,9 +40,10 @@ async def double(number: int) -> int:
 
 
 @task
-def stamp(label: str) -> tuple[str, str]:
-    """Return the label twice (a tuple comes back as a list, as with Django's backends)."""
-    return label, label
+def stamp(label: str) -> tuple[str, float]:
+    """Return the label and when it ran (a tuple comes back as a list, as with Django's
+    backends). Jobs claimed together share their start time; this says which ran first."""
+    return label, time.time()
 
 
 TASKS: list[Task[Any, Any]] = [add, flaky, explode, double, stamp]
