@@ -28,7 +28,6 @@ from .notifier import notifier
 from .recurrence import RecurringRun, recurrence_of
 from .registry import HandlerSpec, UnknownJobType, registry
 from .representation import EncodedJob
-from .scheduling import virtual_deadline
 from .sql import fetch, query
 
 JobObject = dict[str, Any]
@@ -145,23 +144,6 @@ def _payload_errors(handler: HandlerSpec | None, payload: Any) -> dict[str, list
     return handler.payload_errors(payload) if handler is not None else {}
 
 
-def _new_job(spec: JobSpec, now: datetime) -> Job:
-    run_at = spec.scheduled_at or now
-    return Job(
-        type=spec.type,
-        payload=spec.payload,
-        priority=spec.priority,
-        status=JobStatus.PENDING,
-        max_retries=spec.max_retries or settings.SCHEDULER_DEFAULT_MAX_RETRIES,
-        scheduled_at=run_at,
-        recur_interval=spec.recur_interval,
-        created_at=now,
-        updated_at=now,
-        run_at=run_at,
-        virtual_deadline=virtual_deadline(spec.priority, run_at),
-    )
-
-
 def enqueue(
     type: str,
     payload: dict[str, Any],
@@ -229,7 +211,7 @@ def _create(spec: JobSpec, now: datetime, pending_dependencies: int) -> JobObjec
             "type": spec.type,
             "payload": Jsonb(spec.payload),
             "priority": spec.priority,
-            "max_retries": spec.max_retries or settings.SCHEDULER_DEFAULT_MAX_RETRIES,
+            "max_retries": _max_retries(spec),
             "run_at": spec.scheduled_at or now,
             "recur_interval": spec.recur_interval,
             "now": now,
@@ -240,26 +222,50 @@ def _create(spec: JobSpec, now: datetime, pending_dependencies: int) -> JobObjec
     return EncodedJob(row["job"])
 
 
-def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 2000) -> int:
-    """Create many independent jobs in bulk (seeding, benchmarks, fan-out).
+def _max_retries(spec: JobSpec) -> int:
+    return spec.max_retries or settings.SCHEDULER_DEFAULT_MAX_RETRIES
 
-    Every spec is validated before anything is written; dependencies are not taken here.
-    Publishes one `stats.updated` instead of a `job.created` per job.
+
+def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 1000) -> list[JobObject]:
+    """Create many independent jobs, all or none: every spec is validated before anything is
+    written (JobValidationError keys are "<index>.<field>"). Their job objects, in order.
+
+    One multi-row INSERT per `batch_size` jobs and one wake-up of the workers per INSERT;
+    each job still has its `job.created`. Inside a caller's transaction they exist only if
+    it commits.
     """
     now = timezone.now()
-    jobs: list[Job] = []
+    specs = list(specs)
+    errors: dict[str, list[str]] = {}
     for index, spec in enumerate(specs):
         if spec.depends_on is not None:
-            raise JobValidationError({f"{index}.depends_on": ["Use enqueue() for dependencies."]})
-        errors = _validate(spec, now)
-        if errors:
-            raise JobValidationError({f"{index}.{key}": value for key, value in errors.items()})
-        jobs.append(_new_job(spec, now))
+            errors[f"{index}.depends_on"] = [
+                "Not in a batch: a job with a dependency is created on its own."
+            ]
+        errors.update({f"{index}.{key}": value for key, value in _validate(spec, now).items()})
+    if errors:
+        raise JobValidationError(errors)
+    created: list[JobObject] = []
     with transaction.atomic():
-        Job.objects.bulk_create(jobs, batch_size=batch_size)
-        _notify([_FEED])
-        notifier.emit_after_commit([], counts_changed=True)
-    return len(jobs)
+        for start in range(0, len(specs), batch_size):
+            jobs = [
+                {
+                    "type": spec.type,
+                    "payload": spec.payload,
+                    "priority": spec.priority,
+                    "max_retries": _max_retries(spec),
+                    "run_at": spec.scheduled_at and spec.scheduled_at.isoformat(),
+                    "recur_interval": spec.recur_interval,
+                }
+                for spec in specs[start : start + batch_size]
+            ]
+            rows = fetch(
+                "create_jobs",
+                {"jobs": json.dumps(jobs), "now": now, "channel": RUNNABLE_CHANNEL, "feed": _FEED},
+            )
+            created += _job_objects(rows)
+        notifier.emit_after_commit([("job.created", job) for job in created])
+    return created
 
 
 # --- running jobs ----------------------------------------------------------------------------

@@ -6,17 +6,25 @@ The counters are kept by the database in the transaction of every change to `job
 and never scans `jobs`. A worker folds them every second (`worker.maintenance.CountFold`);
 a reader folds them too when it finds many rows, so a read stays small with no worker up.
 
-API processes publish fresh counters after every committed change. The worker changes
-thousands of jobs a second, so it turns on throttling and calls `flush()` from its loop:
-at most one `stats.updated` per interval, and never a stale last one.
+`stats.updated` is coalesced: a commit that moved the counters only marks them changed, and
+one thread per process reads them and publishes at most once per `SCHEDULER_STATS_INTERVAL`
+(the trailing change included), so no enqueue or completion pays for the read, whatever
+the rate of changes.
 """
 
+import logging
+import os
 import threading
 import time
+
+from django.conf import settings
+from django.db import connection
 
 from .events import STATS_UPDATED, background_publisher
 from .notifier import Batch
 from .sql import fetch
+
+logger = logging.getLogger(__name__)
 
 # The counters of `/jobs/stats`, in the order the API shows them (`total` is their sum).
 COUNTERS = ("pending", "processing", "completed", "failed", "dlq", "cancelled")
@@ -42,35 +50,76 @@ def fold_counts() -> int:
 
 
 class StatsPublisher:
-    def __init__(self) -> None:
-        self.min_interval = 0.0
-        self._dirty = False
-        self._last_published = 0.0
-        self._lock = threading.Lock()
+    """Publishes `stats.updated` from its own thread: at most once per interval, always
+    after the last change, and behind the events of the commit that moved the counters
+    (they were queued before the change was marked)."""
 
-    def throttle(self, min_interval: float) -> None:
-        self.min_interval = min_interval
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._dirty = False
+        self._published_at = float("-inf")  # the first change goes out at once
+        self._publishing = False
+        self._thread: threading.Thread | None = None
 
     def changed(self) -> None:
-        with self._lock:
+        with self._changed:
             self._dirty = True
-        self.flush()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="stats", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
 
-    def flush(self) -> None:
-        with self._lock:
-            due = time.monotonic() - self._last_published >= self.min_interval
-            if not (self._dirty and due):
-                return
-            self._dirty = False
-            self._last_published = time.monotonic()
-        # Queued behind the events of the commit that moved them, in one Redis command.
-        background_publisher.submit([(STATS_UPDATED, current_stats())])
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until the last change was published (a stopping worker, tests)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._dirty or self._publishing:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._thread is None or not self._thread.is_alive():
+                    return False
+                self._changed.wait(remaining)
+        return True
+
+    def forget_parent(self) -> None:
+        """In a forked child: the parent's thread and lock are not ours to use."""
+        self.__init__()  # type: ignore[misc]
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._dirty)
+                while (wait := self._next_at() - time.monotonic()) > 0:
+                    self._changed.wait(wait)
+                self._dirty, self._publishing = False, True
+            try:
+                self._publish()
+            finally:
+                with self._changed:
+                    self._published_at, self._publishing = time.monotonic(), False
+                    self._changed.notify_all()
+
+    def _next_at(self) -> float:
+        # Read at every change, so that a new setting applies to the wait under way.
+        return self._published_at + settings.SCHEDULER_STATS_INTERVAL
+
+    def _publish(self) -> None:
+        try:
+            stats = current_stats()
+        except Exception:
+            # The database away: the next change publishes again; nothing else may stop us.
+            logger.exception("reading the job counters for stats.updated failed")
+            return
+        finally:
+            # Back to the pool between reads rather than held by an idle thread.
+            connection.close()
+        background_publisher.submit([(STATS_UPDATED, stats)])
 
 
 stats_publisher = StatsPublisher()
+os.register_at_fork(after_in_child=stats_publisher.forget_parent)
 
 
 def count_batch(batch: Batch) -> None:
-    """The notifier's subscriber: fresh counters after a commit that moved them."""
+    """The notifier's subscriber: mark the counters changed after a commit that moved them."""
     if batch.counts_changed:
         stats_publisher.changed()

@@ -228,12 +228,8 @@ def _dispatch(events: Sequence[Event]) -> int:
         for target, event_type, data in wanted
         if target.id in still_active
     ]
-    if len(specs) == 1:
-        # A single delivery announces itself (job.created) like any job; a batch from a
-        # worker's bulk completion goes in with one INSERT and one stats.updated instead.
-        state.enqueue(specs[0].type, specs[0].payload, priority=specs[0].priority)
-        return 1
-    return state.enqueue_many(specs) if specs else 0
+    # A worker's bulk completion: its deliveries go in with one INSERT.
+    return len(state.enqueue_many(specs)) if specs else 0
 
 
 @receiver(post_save, sender=Webhook)

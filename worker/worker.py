@@ -130,13 +130,9 @@ class Worker:
     def run(self) -> int:
         """Work until told to stop; the process exit code (0: stopped cleanly)."""
         previous_handlers = self._install_signal_handlers()
-        # Process-wide: given back afterwards, for a worker run inside another process.
-        previous_stats_interval = stats_publisher.min_interval
-        stats_publisher.throttle(settings.SCHEDULER_STATS_INTERVAL)
         try:
             return self._run()
         finally:
-            stats_publisher.throttle(previous_stats_interval)
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)
 
@@ -290,7 +286,6 @@ class Worker:
         stopping = self.signals > 0
         if not stopping:
             self._claim()
-        stats_publisher.flush()
 
         busy = bool(self.processor.running or self._reporting)
         if not busy and (stopping or self._quota_reached()):
@@ -325,8 +320,7 @@ class Worker:
             wake = min(wake, *deadlines)
         if self.processor.running:
             wake = min(wake, self._next_log_flush)
-        # Wake at least this often so a throttled `stats.updated` is never left stale.
-        return max(0.0, min(wake - now, settings.SCHEDULER_STATS_INTERVAL))
+        return max(0.0, wake - now)
 
     def _receive(self, wait: float) -> None:
         """Take everything in the inbox, waiting up to `wait` seconds for the first item."""

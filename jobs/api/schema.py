@@ -190,12 +190,9 @@ _PAYLOAD_LIMITS = (
 )
 
 
-def job_create_body(
-    result: dict[str, Any], generator: Any, request: Any, public: bool
-) -> dict[str, Any]:
-    """POSTPROCESSING_HOOK: the body of POST /jobs as the rules really are, one branch per
-    registered job type, each with that type's own payload schema."""
-    branches = [
+def _job_branches(fields: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One body schema per registered job type, each with that type's own payload schema."""
+    return [
         {
             "type": "object",
             "title": name,
@@ -205,15 +202,28 @@ def job_create_body(
                     **registry.get(name).schema,
                     "description": f"The payload of a {name} job. {_PAYLOAD_LIMITS}",
                 },
-                **_COMMON_FIELDS,
+                **fields,
             },
             "required": ["type", "payload", "priority"],
             "additionalProperties": False,
         }
         for name in registry.names()
     ]
-    result["components"]["schemas"]["JobCreateRequest"] = {
-        "oneOf": branches,
+
+
+def job_create_body(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """POSTPROCESSING_HOOK: the bodies of POST /jobs and of each job of POST /jobs/batch as
+    the rules really are, one branch per registered job type."""
+    schemas = result["components"]["schemas"]
+    schemas["JobCreateRequest"] = {
+        "oneOf": _job_branches(_COMMON_FIELDS),
         "description": "A new job. Unknown fields are refused.",
+    }
+    batch_fields = {k: v for k, v in _COMMON_FIELDS.items() if k != "depends_on"}
+    schemas["JobBatchItemRequest"] = {
+        "oneOf": _job_branches(batch_fields),
+        "description": "A new job of a batch: as for POST /jobs, but without `depends_on`.",
     }
     return result

@@ -14,6 +14,7 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 from jobs import limits
 from jobs.explain import REASONS
@@ -55,7 +56,23 @@ class PayloadField(serializers.JSONField):
     """Any JSON here; that it is an object fitting the handler's schema is a domain rule."""
 
 
-class JobCreateSerializer(serializers.Serializer):
+class RefusesUnknownFields(serializers.Serializer):
+    """A body field this serializer does not know is a validation error, not ignored."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {
+                        name: [f"Unknown field. Allowed: {', '.join(self.fields)}."]
+                        for name in unknown
+                    }
+                )
+        return super().to_internal_value(data)
+
+
+class JobCreateSerializer(RefusesUnknownFields):
     type = serializers.CharField(max_length=100, help_text="A registered job type.")
     payload = PayloadField(help_text="Validated by the handler's own payload schema.")
     priority = serializers.IntegerField(help_text="1 = high, 2 = normal, 3 = low.")
@@ -72,17 +89,46 @@ class JobCreateSerializer(serializers.Serializer):
     )
     max_retries = serializers.IntegerField(required=False, allow_null=True, help_text="1..10.")
 
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError(
-                    {
-                        name: [f"Unknown field. Allowed: {', '.join(self.fields)}."]
-                        for name in unknown
-                    }
-                )
-        return super().to_internal_value(data)
+
+# The most jobs one POST /jobs/batch creates.
+MAX_BATCH = 1000
+
+
+class JobBatchItemSerializer(JobCreateSerializer):
+    """A job of POST /jobs/batch: what POST /jobs takes, but a dependent job comes alone."""
+
+    depends_on = None  # type: ignore[assignment]  # DRF's way to leave out a parent's field
+
+
+class JobBatchCreateSerializer(RefusesUnknownFields):
+    jobs = JobBatchItemSerializer(  # type: ignore[call-arg]  # ListSerializer's arguments
+        many=True,
+        allow_empty=False,
+        max_length=MAX_BATCH,
+        help_text=f"1 to {MAX_BATCH} jobs, each as POST /jobs takes it but `depends_on`.",
+    )
+
+
+def flat_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested errors (a list per item of a list) as the API's field -> messages, the
+    path of each field written with dots: `jobs.3.priority`; what is wrong with a nested
+    value as a whole (`jobs`, `jobs.3`) under its own path."""
+    if isinstance(detail, dict):
+        items: Any = detail.items()
+    elif detail and all(isinstance(item, dict) for item in detail):
+        items = enumerate(detail)
+    else:
+        return {prefix: [str(message) for message in detail]}
+    flat: dict[str, list[str]] = {}
+    for key, value in items:
+        if not prefix:
+            path = str(key)
+        elif key == api_settings.NON_FIELD_ERRORS_KEY:
+            path = prefix
+        else:
+            path = f"{prefix}.{key}"
+        flat.update(flat_errors(value, path))
+    return flat
 
 
 class JobSerializer(serializers.Serializer):
@@ -108,6 +154,10 @@ class JobSerializer(serializers.Serializer):
         help_text="What the handler returned (any JSON); null until then."
     )
     worker_id = serializers.UUIDField(allow_null=True)
+
+
+class JobBatchSerializer(serializers.Serializer):
+    jobs = JobSerializer(many=True, help_text="The jobs created, in the order submitted.")
 
 
 class JobPageSerializer(serializers.Serializer):

@@ -1,5 +1,5 @@
 """Routes under /api/v1, no trailing slashes. The fixed `jobs/...` paths come before
-`jobs/<job_id>` so that `stats`, `dlq` and `empty-dlq` are never taken for an id."""
+`jobs/<job_id>` so that `batch`, `stats`, `dlq` and `empty-dlq` are never taken for an id."""
 
 from django.urls import URLPattern, URLResolver, include, path
 
@@ -9,6 +9,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.ApiRootView.as_view(), name="api-root"),
     path("health", views.HealthView.as_view(), name="api-health"),
     path("jobs", views.JobListView.as_view(), name="api-jobs"),
+    path("jobs/batch", views.JobBatchView.as_view(), name="api-job-batch"),
     path("jobs/stats", views.JobStatsView.as_view(), name="api-job-stats"),
     path("jobs/dlq", views.DlqListView.as_view(), name="api-job-dlq"),
     path("jobs/empty-dlq", views.EmptyDlqView.as_view(), name="api-job-empty-dlq"),

@@ -16,6 +16,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from prometheus_client.exposition import choose_encoder
 from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -45,11 +46,14 @@ from .serializers import (
     AttemptSerializer,
     ExplanationSerializer,
     HealthSerializer,
+    JobBatchCreateSerializer,
+    JobBatchSerializer,
     JobCreateSerializer,
     JobPageSerializer,
     JobSerializer,
     PurgedSerializer,
     StatsSerializer,
+    flat_errors,
 )
 
 JOBS_TAG = ["jobs"]
@@ -103,6 +107,32 @@ class JobListView(ApiView):
         job = state.enqueue(**serializer.validated_data)
         location = reverse("api-job-detail", kwargs={"job_id": job["id"]}, request=request)
         return Response(job, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+
+class JobBatchView(ApiView):
+    @extend_schema(
+        operation_id="jobs_create_batch",
+        tags=JOBS_TAG,
+        summary="Submit up to 1,000 jobs at once",
+        description="All or none: every job is checked before any is created. Each job is "
+        "what `POST /jobs` takes, except `depends_on` (submit a dependent job on its own). "
+        "Errors name the job by its index: `jobs.3.priority`. The body limit "
+        "(`API_MAX_BODY_BYTES`) applies to the whole batch.",
+        request=JobBatchCreateSerializer,
+        responses={201: JobBatchSerializer, **error_responses(400, 413, 415, *WRITE_ERRORS)},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = JobBatchCreateSerializer(data=request.data)
+        if not serializer.is_valid():
+            raise ValidationError(flat_errors(serializer.errors))
+        specs = [state.JobSpec(**job) for job in serializer.validated_data["jobs"]]
+        try:
+            jobs = state.enqueue_many(specs)
+        except state.JobValidationError as error:
+            raise state.JobValidationError(
+                {f"jobs.{key}": messages for key, messages in error.details.items()}
+            ) from None
+        return Response({"jobs": jobs}, status=status.HTTP_201_CREATED)
 
 
 class JobStatsView(ApiView):

@@ -247,6 +247,7 @@ def test_dlq_route_takes_the_list_filters(viewer_client, job_in_state):
         ("post", "stats", 405),
         ("delete", "dlq", 405),
         ("get", "empty-dlq", 405),
+        ("get", "batch", 405),
     ],
 )
 def test_fixed_paths_are_never_taken_for_an_id(operator_client, method, path, expected):

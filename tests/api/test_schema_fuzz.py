@@ -5,12 +5,13 @@ accepted, every invalid one refused, and credentials required where the schema s
 Seeded and bounded (`derandomize`, a fixed number of examples per operation), through the WSGI
 app in this process against the test database.
 
-Two rules of POST /jobs depend on the moment and on the data, so no JSON Schema can state them
-(the schema says them in words): `scheduled_at` must be in the future and `depends_on` must name
-an existing job. A request the schema calls valid is made to keep them as a client would (a
-date moved into the future, the id of a job that exists); invalid requests are sent as they
-were generated. NUL is refused in payloads (`jobs.limits`) but not expressible per handler
-schema either: it is left out of generated strings and tested on its own.
+Two rules of POST /jobs (and of each job of POST /jobs/batch) depend on the moment and on the
+data, so no JSON Schema can state them (the schema says them in words): `scheduled_at` must be
+in the future and `depends_on` must name an existing job. A request the schema calls valid is
+made to keep them as a client would (a date moved into the future, the id of a job that
+exists); invalid requests are sent as they were generated. NUL is refused in payloads
+(`jobs.limits`) but not expressible per handler schema either: it is left out of generated
+strings and tested on its own.
 """
 
 from __future__ import annotations
@@ -78,11 +79,15 @@ def keep_the_rules_no_schema_states(case: Any, upstream_id: str) -> None:
     if positive and isinstance(case.query, dict) and "cursor" in case.query:
         case.query["cursor"] = "first"
     body = case.body
-    if positive and case.operation.method.upper() == "POST" and isinstance(body, dict):
-        if body.get("scheduled_at") is not None:
-            body["scheduled_at"] = _in_the_future(body["scheduled_at"])
-        if body.get("depends_on") is not None:
-            body["depends_on"] = upstream_id
+    if not (positive and case.operation.method.upper() == "POST" and isinstance(body, dict)):
+        return
+    # POST /jobs/batch: each of its jobs as POST /jobs takes one.
+    jobs = body["jobs"] if isinstance(body.get("jobs"), list) else [body]
+    for job in jobs:
+        if isinstance(job, dict) and job.get("scheduled_at") is not None:
+            job["scheduled_at"] = _in_the_future(job["scheduled_at"])
+        if isinstance(job, dict) and job.get("depends_on") is not None:
+            job["depends_on"] = upstream_id
 
 
 @schema.parametrize()

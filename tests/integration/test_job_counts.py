@@ -17,7 +17,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from jobs import retention, state
+from jobs import retention, state, stats
 from jobs.models import Job, JobStatus, LastPrune, Worker
 from jobs.sql import query
 from jobs.stats import COUNTERS, current_stats, fold_counts
@@ -277,3 +277,24 @@ def test_a_fold_leaves_one_row_per_counter_and_a_big_backlog_is_folded_by_its_re
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM job_counts")
         assert cursor.fetchone() == (1,)
+
+
+def test_a_burst_of_changes_is_one_stats_updated_carrying_all_of_them(
+    events: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert stats.stats_publisher.flush()  # nothing of an earlier test's left to come
+    events.drain(0.1)
+    events.received.clear()
+    monkeypatch.setattr(stats, "stats_publisher", stats.StatsPublisher())
+    settings.SCHEDULER_STATS_INTERVAL = 3600
+    state.enqueue("noop", {})
+    assert events.wait_for("stats.updated")["data"]["pending"] == 1  # the first at once
+    for _ in range(20):
+        state.enqueue("noop", {})
+    # Within the hour none of the burst is published; a shorter interval lets the last out.
+    settings.SCHEDULER_STATS_INTERVAL = 0
+    state.enqueue_many([state.JobSpec("noop", {})])
+    events.wait_for("stats.updated", lambda data: data["pending"] == 22)
+    published = [e["data"]["pending"] for e in events.received if e["type"] == "stats.updated"]
+    assert published == [1, 22]
+    assert stats.stats_publisher.flush()

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import events, state, stats, webhooks
-from jobs.models import Worker
+from jobs.models import Job, Worker
 from jobs.notifier import Batch, notifier
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,9 +71,19 @@ def test_a_claimed_batch_reaches_each_subscriber_as_one_batch(recorder: Recorder
     assert {c.id for c in claimed} == {uuid.UUID(job["id"]) for job in created}
 
 
-def test_a_bulk_creation_moves_the_counters_without_a_job_event(recorder: Recorder) -> None:
-    state.enqueue_many([state.JobSpec("noop", {}) for _ in range(3)])
-    assert [(b.events, b.counts_changed) for b in recorder.batches] == [([], True)]
+def test_a_bulk_creation_is_heard_as_one_batch_with_each_job_created(recorder: Recorder) -> None:
+    created = state.enqueue_many([state.JobSpec("noop", {}) for _ in range(3)])
+    assert len(recorder.batches) == 1
+    assert recorder.events == [("job.created", job["id"]) for job in created]
+    assert recorder.batches[0].counts_changed is True
+
+
+def test_a_rolled_back_bulk_creation_leaves_nothing(recorder: Recorder) -> None:
+    with pytest.raises(RuntimeError), transaction.atomic():
+        state.enqueue_many([state.JobSpec("noop", {}) for _ in range(3)])
+        raise RuntimeError("roll back")
+    assert recorder.batches == []
+    assert not Job.objects.exists()
 
 
 def test_a_failing_subscriber_does_not_silence_the_others(
