@@ -282,6 +282,8 @@ WHERE EXISTS (SELECT 1 FROM jobs
 -- Create one job (`jobs.state.enqueue`) and, when it waits on nothing, wake the listening
 -- workers with its id, priority, run_at and created_at, in the same statement: the NOTIFY
 -- is delivered when the surrounding transaction commits, and never without the job.
+-- Its object names no dependency: a dependent job's edge is written after the row, and
+-- `enqueue` reads that job's object again.
 WITH new AS (
     INSERT INTO jobs (id, type, payload, priority, status, attempt_count, max_retries,
                       scheduled_at, recur_interval, in_dlq, created_at, updated_at,
@@ -298,7 +300,7 @@ WITH new AS (
     FROM new
     WHERE pending_dependencies = 0
 )
-SELECT new.id, scheduler_job_object(ROW(new.*)::jobs)::text AS job
+SELECT new.id, scheduler_job_object(ROW(new.*)::jobs, NULL)::text AS job
 FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified;
 
 -- name: create_jobs
@@ -326,7 +328,7 @@ WITH new AS (
 ), woken AS (
     SELECT pg_notify(%(channel)s, %(feed)s) WHERE EXISTS (SELECT FROM new)
 )
-SELECT scheduler_job_object(ROW(new.*)::jobs)::text AS job
+SELECT scheduler_job_object(ROW(new.*)::jobs, NULL)::text AS job
 FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified;
 
 -- name: notify_runnable
