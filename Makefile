@@ -22,7 +22,7 @@ PEERS_VENV := .bench/peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS_PACKAGES := procrastinate huey "celery[redis]" redis "psycopg[binary]" py-spy
 
-.PHONY: help install run prod test lint format validate seed reset benchmark benchmark-peers benchmark-profile faults load screenshots browser clean
+.PHONY: help install run prod test lint format validate seed reset benchmark benchmark-peers benchmark-profile benchmark-readme faults load screenshots browser clean
 
 help:
 	@echo "make run         set up everything and start the web server and one worker"
@@ -35,6 +35,7 @@ help:
 	@echo "make benchmark   scheduler micro-benchmark, then the project beside a bare-SQL floor"
 	@echo "make benchmark-peers   the same with Procrastinate, Huey and Celery (in .bench/)"
 	@echo "make benchmark-profile where a job's time goes (cProfile and py-spy)"
+	@echo "make benchmark-readme  copy the last run's tables (benchmarks/results.md) into README.md"
 	@echo "make faults      the fault suite: kill -9, PostgreSQL and Redis outages (~4 min)"
 	@echo "make load        20 API clients POSTing jobs to the production profile for 60 s (benchmarks/api_load.py)"
 	@echo "make screenshots regenerate static/screenshots/*.png"
@@ -94,6 +95,9 @@ benchmark-profile: install $(PEERS_STAMP)
 benchmark-peers: install $(PEERS_STAMP)
 	$(CHECK_SERVICES) -- $(PY) manage.py benchmark
 	$(CHECK_SERVICES) -- $(PY) -m benchmarks --rows $(ROWS) --peers procrastinate,huey,celery $(BENCH_ARGS)
+
+benchmark-readme: install
+	$(PY) -m benchmarks --readme
 
 # Its own embedded PostgreSQL and Redis under .data/faults/, which it stops and restarts.
 faults: install

@@ -35,6 +35,10 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 PEERS = ("procrastinate", "huey", "celery")
 PEERS_PYTHON = BASE_DIR / ".bench" / "peers" / "bin" / "python"
 DEFAULT_OUTPUT = BASE_DIR / "benchmarks" / "results.md"
+README = BASE_DIR / "README.md"
+# The README shows the last run's tables between these lines (`make benchmark-readme`).
+README_START = "<!-- benchmarks/results.md, copied by `make benchmark-readme` -->"
+README_END = "<!-- end of benchmarks/results.md -->"
 
 
 def _peers(value: str) -> list[str]:
@@ -86,6 +90,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--output", type=Path, default=DEFAULT_OUTPUT, help="where the tables are written"
+    )
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="measure nothing: copy the tables of --output into README.md",
     )
     args = parser.parse_args(argv)  # fmt: skip
     if args.rows < 0:
@@ -236,8 +245,23 @@ def history_tables(
     return lines
 
 
+def copy_to_readme(results: Path, readme: Path) -> None:
+    """Put the last run's tables (results.md but its title) between the README's markers."""
+    text = readme.read_text(encoding="utf-8")
+    before, start, rest = text.partition(README_START)
+    _, end, after = rest.partition(README_END)
+    if not (start and end):
+        raise SystemExit(f"{readme.name} has no lines {README_START!r} ... {README_END!r}")
+    tables = results.read_text(encoding="utf-8").split("\n", 1)[1].strip()
+    readme.write_text(f"{before}{start}\n{tables}\n{end}{after}", encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.readme:
+        copy_to_readme(args.output, README)
+        say(f"{args.output} copied into {README}")
+        return 0
     sizes = sizes_of(args)
     base = os.environ["DATABASE_URL"]
     redis_url = with_redis_db(os.environ["REDIS_URL"], args.redis_db)
@@ -277,7 +301,8 @@ def main(argv: list[str]) -> int:
     lines = [
         "# Benchmark",
         "",
-        f"Measured {header}. `make benchmark` ({time.perf_counter() - started:.0f} s);"
+        f"Measured {header}. `python -m benchmarks {' '.join(argv)}`"
+        f" ({time.perf_counter() - started:.0f} s);"
         f" sizes: {sizes_json}.",
         "",
         *table.side_by_side(systems),

@@ -5,8 +5,9 @@
 Run by `make benchmark-profile` (`python -m benchmarks --profile`) on the benchmark's
 database. Two parts, both on the product as it ships:
 
-- enqueue: `jobs.state.enqueue()` ENQUEUES times under cProfile, split into validation,
-  the INSERT, the NOTIFY, the COMMIT, the after-commit events, and the rest;
+- enqueue: `jobs.state.enqueue()` ENQUEUES times, then `enqueue_many()` of ten times as
+  many jobs, under cProfile, split into validation, the statement's round trips, decoding
+  the job objects, the after-commit subscribers, and the rest;
 - worker: a `runworker` subprocess drains JOBS no-op jobs while py-spy samples all of its
   threads (idle included, so it is wall time); the loop thread's samples are split into
   claim, complete and events (each into waiting on PostgreSQL or Redis and Python), the
@@ -32,27 +33,30 @@ from jobs import state
 PY_SPY = Path(__file__).resolve().parent.parent / ".bench" / "peers" / "bin" / "py-spy"
 RATE = 500
 
-# cProfile function names (file suffix, function) of the enqueue's parts.
+# cProfile function names (file suffix, function) of the parts of creating jobs.
 ENQUEUE_PARTS = [
     ("validate the job", "jobs/state.py", "_validate"),
-    ("INSERT the row", "django/db/models/base.py", "save"),
-    ("NOTIFY the workers", "jobs/state.py", "_notify_runnable"),
-    ("COMMIT", "django/db/backends/base/base.py", "_commit"),
-    ("after commit: job.created to Redis", "jobs/events.py", "publish_batch"),
-    ("after commit: stats.updated", "jobs/stats.py", "count_batch"),
+    ("the INSERT statement and its commit (round trips)", "django/db/backends/utils.py", "execute"),
+    ("decode the job object", "jobs/representation.py", "__init__"),
+    ("after commit: job.created queued for the publisher", "jobs/events.py", "publish_batch"),
+    ("after commit: stats.updated marked changed", "jobs/stats.py", "count_batch"),
     ("after commit: webhooks (subscriptions, cached)", "jobs/webhooks.py", "dispatch_batch"),
 ]
 
 
-def profile_enqueue(count: int) -> list[tuple[str, float]]:
+def profile_enqueue(count: int, batch: bool = False) -> list[tuple[str, float]]:
+    """`count` jobs by `enqueue()` one at a time, or by one `enqueue_many()` when `batch`."""
     project = Project()
     project.prepare()
     project.enqueue_one()  # connections, caches and prepared scripts warm
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
-    for _ in range(count):
-        state.enqueue("bench_noop", {})
+    if batch:
+        state.enqueue_many(state.JobSpec("bench_noop", {}) for _ in range(count))
+    else:
+        for _ in range(count):
+            state.enqueue("bench_noop", {})
     profiler.disable()
     total = time.perf_counter() - started
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
@@ -65,10 +69,8 @@ def profile_enqueue(count: int) -> list[tuple[str, float]]:
         )
         parts.append((label, seconds / count * 1e6))
     rest = total / count * 1e6 - sum(us for _, us in parts)
-    parts.append(("the rest (Python: Django ORM, job object, atomic blocks)", rest))
-    parts.append(
-        ("total per enqueue (under cProfile, which adds its own cost)", total / count * 1e6)
-    )
+    parts.append(("the rest (Python: parameters, Django's cursor, building the events)", rest))
+    parts.append(("total per job (under cProfile, which adds its own cost)", total / count * 1e6))
     project.prepare()
     return parts
 
@@ -184,6 +186,10 @@ def main(argv: list[str]) -> None:
     numbers = [int(arg) for arg in argv if arg.isdigit()]
     enqueues, jobs = (numbers + [1000, 5000][len(numbers) :])[:2]
     lines = render(f"`jobs.state.enqueue()`, {enqueues:,} calls", profile_enqueue(enqueues))
+    batch = 10 * enqueues
+    lines += render(
+        f"`jobs.state.enqueue_many()`, {batch:,} jobs in one call", profile_enqueue(batch, True)
+    )
     variants = ["defaults"] + (["tuned"] if "--tuned" in argv else [])
     for variant in variants:
         parts, rate = profile_worker(jobs, variant)

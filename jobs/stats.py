@@ -57,12 +57,15 @@ class StatsPublisher:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._dirty = False
+        self._urgent = False
         self._published_at = float("-inf")  # the first change goes out at once
         self._publishing = False
         self._thread: threading.Thread | None = None
 
     def changed(self) -> None:
         with self._changed:
+            if self._dirty:
+                return  # the thread knows already: waking it again would only cost
             self._dirty = True
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="stats", daemon=True)
@@ -70,9 +73,12 @@ class StatsPublisher:
             self._changed.notify_all()
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until the last change was published (a stopping worker, tests)."""
+        """Publish the last change now, whatever the interval, and wait until it is queued
+        for Redis (a stopping worker, tests). False on timeout."""
         deadline = time.monotonic() + timeout
         with self._changed:
+            self._urgent = self._dirty
+            self._changed.notify_all()
             while self._dirty or self._publishing:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._thread is None or not self._thread.is_alive():
@@ -88,9 +94,9 @@ class StatsPublisher:
         while True:
             with self._changed:
                 self._changed.wait_for(lambda: self._dirty)
-                while (wait := self._next_at() - time.monotonic()) > 0:
+                while not self._urgent and (wait := self._next_at() - time.monotonic()) > 0:
                     self._changed.wait(wait)
-                self._dirty, self._publishing = False, True
+                self._dirty, self._urgent, self._publishing = False, False, True
             try:
                 self._publish()
             finally:
@@ -99,7 +105,6 @@ class StatsPublisher:
                     self._changed.notify_all()
 
     def _next_at(self) -> float:
-        # Read at every change, so that a new setting applies to the wait under way.
         return self._published_at + settings.SCHEDULER_STATS_INTERVAL
 
     def _publish(self) -> None:
