@@ -75,7 +75,7 @@ test: lint browser
 validate: test
 
 seed: install
-	$(SERVICES) exec --migrate -- $(PY) manage.py seed_db
+	$(SERVICES) exec --migrate -- $(PY) manage.py seed_db --workflows
 
 reset: install
 	$(SERVICES) exec -- $(PY) manage.py reset_db

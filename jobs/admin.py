@@ -38,9 +38,11 @@ from .models import (
     JobDependency,
     JobLog,
     JobStatus,
+    Schedule,
     Webhook,
     Worker,
 )
+from .schedules import upcoming_runs
 from .selectors import BoundedCountPaginator
 
 # A job's change page shows at most this many of its newest log lines.
@@ -356,6 +358,41 @@ class DeadLetterJobAdmin(JobAdmin):
         return TemplateResponse(
             request, "admin/jobs/deadletterjob/purge_confirmation.html", context
         )
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Cron schedules, read-only; pausing and resuming (`jobs.change_schedule`) go through
+    `jobs.state`, which cancels or creates their runs."""
+
+    list_display = ("type", "cron", "timezone", "paused", "next_run", "created_at")
+    list_filter = ("paused", "timezone")
+    readonly_fields = ("next_runs",)
+    actions = ("pause_selected", "resume_selected")
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("jobs.change_schedule")
+
+    @admin.display(description="next run")
+    def next_run(self, schedule: Schedule) -> str:
+        upcoming = upcoming_runs(schedule)
+        return upcoming[0].isoformat() if upcoming else "paused"
+
+    @admin.display(description="next runs")
+    def next_runs(self, schedule: Schedule) -> str:
+        return ", ".join(slot.isoformat() for slot in upcoming_runs(schedule)) or "paused"
+
+    @admin.action(description="Pause selected", permissions=["pause"])
+    def pause_selected(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        for schedule_id in queryset.values_list("id", flat=True):
+            state.pause_schedule(schedule_id)
+        self.message_user(request, "Paused: their waiting runs were cancelled.", messages.SUCCESS)
+
+    @admin.action(description="Resume selected", permissions=["pause"])
+    def resume_selected(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        for schedule_id in queryset.values_list("id", flat=True):
+            state.resume_schedule(schedule_id)
+        self.message_user(request, "Resumed from their next slot.", messages.SUCCESS)
 
 
 @admin.register(Worker)

@@ -27,6 +27,32 @@ class RecurInterval(models.TextChoices):
     EVERY_1_HOUR = "every_1_hour", "Every hour"
 
 
+class Schedule(models.Model):
+    """A cron schedule: which job to run, and when (a 5-field cron expression on the wall
+    clock of an IANA time zone). Each run is a job row with `schedule` and its slot as
+    `scheduled_at`, created once per slot; the completion of one creates the next
+    (`jobs.recurrence.CronRecurrence`)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    type = models.CharField(max_length=100)
+    payload = models.JSONField(default=dict)
+    priority = models.PositiveSmallIntegerField(default=2)
+    max_retries = models.PositiveSmallIntegerField(default=3)
+    cron = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC")
+    # Paused: its waiting run was cancelled and no run is created until it is resumed.
+    paused = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "schedules"
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.type} at {self.cron} ({self.timezone})"
+
+
 class Job(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     type = models.CharField(max_length=100)
@@ -73,6 +99,15 @@ class Job(models.Model):
     previous_run = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="next_run"
     )
+    # The cron schedule this job is a run of; `scheduled_at` is its slot.
+    schedule = models.ForeignKey(
+        Schedule,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="runs",
+        db_index=False,
+    )
     upstream_jobs = models.ManyToManyField(
         "self",
         through="JobDependency",
@@ -102,6 +137,13 @@ class Job(models.Model):
                 condition=Q(recur_interval__isnull=True)
                 | Q(recur_interval__in=RecurInterval.values),
                 name="jobs_recur_interval_valid",
+            ),
+            # A slot of a schedule has one run, however many completions race for it; a
+            # run cancelled by a pause does not count, so a resume may create it again.
+            models.UniqueConstraint(
+                fields=["schedule", "scheduled_at"],
+                name="jobs_schedule_slot_unique",
+                condition=Q(schedule__isnull=False) & ~Q(status=JobStatus.CANCELLED),
             ),
         ]
         indexes = [
@@ -201,6 +243,29 @@ class JobDependency(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} after {self.depends_on_id}"
+
+
+class IdempotencyKey(models.Model):
+    """A client's `Idempotency-Key`: the job created first under it, and a fingerprint of
+    that request, so that a repeat gets the same job and a different request under the same
+    key is refused. Live for `SCHEDULER_IDEMPOTENCY_WINDOW` seconds after `created_at`."""
+
+    key = models.CharField(max_length=255, primary_key=True)
+    # SHA-256 of the canonical request (`jobs.state`), hex.
+    fingerprint = models.CharField(max_length=64)
+    # Null only inside the transaction that takes the key. The database's own foreign key
+    # (migration 0014) deletes the key with its job, also when SQL deletes the job (purge,
+    # prune): a repeat after that creates a new job.
+    job = models.ForeignKey(
+        Job, null=True, on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "idempotency_keys"
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class AttemptStatus(models.TextChoices):

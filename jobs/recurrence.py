@@ -2,16 +2,22 @@
 
 `jobs.state.complete` asks the job's recurrence for `next_run(job, after)` once the run
 completed, and creates that run in the same transaction (once: `previous_run_id` is
-unique). A new kind of schedule (a cron expression in a time zone) is one more class here
-and one more branch in `recurrence_of`; the completion statement does not change.
+unique, and so is a schedule's slot). Two kinds: a fixed interval (`recur_interval`) and a
+cron expression in a time zone (a `Schedule`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from itertools import islice
 from typing import Protocol
+from zoneinfo import ZoneInfo, available_timezones
+
+from cronsim import CronSim, CronSimError
 
 from .models import RecurInterval
 
@@ -22,6 +28,9 @@ class RecurringRun:
 
     scheduled_at: datetime
     recur_interval: str | None
+    # Of the run's schedule, when it is a run of a cron schedule that is not paused.
+    cron: str | None = None
+    timezone: str | None = None
 
 
 class Recurrence(Protocol):
@@ -51,8 +60,59 @@ INTERVALS = {
 }
 
 
+@dataclass(frozen=True)
+class CronRecurrence:
+    """The slots of a 5-field cron expression on the wall clock of an IANA time zone, as
+    Debian's cron runs them (cronsim). At a daylight-saving change, a slot in the skipped
+    hour falls on the first minute after the jump (02:30 on a spring-forward day is 03:00
+    local), and a slot in the repeated hour is taken once, at its first occurrence.
+
+    Slots missed while the run was waiting (no worker) or running are skipped: the next run
+    is the first slot after `after`, so a series that was stopped for a week runs its
+    waiting run once and then carries on from now."""
+
+    expression: str
+    zone: ZoneInfo
+
+    def slots(self, after: datetime) -> Iterator[datetime]:
+        """Every slot strictly after `after`, in UTC."""
+        for slot in CronSim(self.expression, after.astimezone(self.zone)):
+            yield slot.astimezone(UTC)
+
+    def next_run(self, job: RecurringRun, after: datetime) -> datetime | None:
+        return next(self.slots(max(job.scheduled_at, after)), None)
+
+    def upcoming(self, after: datetime, count: int) -> list[datetime]:
+        return list(islice(self.slots(after), count))
+
+
+@cache
+def _zone_names() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
+def cron_errors(expression: str, timezone: str) -> dict[str, list[str]]:
+    """What is wrong with a cron expression and a time zone name, per field."""
+    errors: dict[str, list[str]] = {}
+    if timezone not in _zone_names():
+        errors["timezone"] = [
+            f"Unknown time zone {timezone!r}: use an IANA name like Europe/Berlin."
+        ]
+    if len(expression.split()) != 5:
+        errors["cron"] = ["Must have 5 fields: minute hour day-of-month month day-of-week."]
+    else:
+        try:
+            if next(CronSim(expression, datetime.now(UTC)), None) is None:
+                errors["cron"] = ["Never matches a date."]
+        except CronSimError as error:
+            errors["cron"] = [f"Not a valid cron expression: {error}."]
+    return errors
+
+
 def recurrence_of(job: RecurringRun) -> Recurrence | None:
     """The job's recurrence, or None for a one-off job."""
+    if job.cron is not None:
+        return CronRecurrence(job.cron, ZoneInfo(job.timezone or "UTC"))
     if job.recur_interval is None:
         return None
     return INTERVALS[RecurInterval(job.recur_interval)]

@@ -10,12 +10,15 @@ which is also what their events carry.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -23,9 +26,9 @@ from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 from . import audit, limits
-from .models import Job, JobDependency, JobStatus, RecurInterval
+from .models import Job, JobDependency, JobStatus, RecurInterval, Schedule
 from .notifier import notifier
-from .recurrence import RecurringRun, recurrence_of
+from .recurrence import CronRecurrence, RecurringRun, cron_errors, recurrence_of
 from .registry import HandlerSpec, UnknownJobType, registry
 from .representation import EncodedJob
 from .sql import fetch, query
@@ -36,6 +39,10 @@ _NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 RUNNABLE_CHANNEL = "scheduler_runnable"
 # Above this many jobs in one transaction, one "feed" wakes the workers instead.
 _NOTIFY_EACH_UP_TO = 100
+# An `Idempotency-Key`: printable ASCII, no space at either end (HTTP would strip it).
+IDEMPOTENCY_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
+# Most upstream jobs one job may wait for (`depends_on` as a list).
+MAX_UPSTREAM = 1000
 
 
 class JobError(Exception):
@@ -65,6 +72,24 @@ class InvalidStateError(JobError):
         self.action = action
 
 
+class ScheduleNotFound(JobNotFound):
+    def __init__(self, schedule_id: object) -> None:
+        JobError.__init__(self, f"No schedule with id {schedule_id}.")
+        self.job_id = schedule_id
+
+
+class IdempotencyKeyReused(JobError):
+    """A request under an `Idempotency-Key` that a different request already used (a 409)."""
+
+    def __init__(self, key: str, job_id: object) -> None:
+        super().__init__(
+            f"Idempotency-Key {key!r} was already used by a different request, which created "
+            f"job {job_id}. Send the same request to get that job, or a new key for a new job."
+        )
+        self.key = key
+        self.job_id = job_id
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What `enqueue_many` needs for one job; `enqueue` takes the same as arguments."""
@@ -75,7 +100,11 @@ class JobSpec:
     scheduled_at: datetime | None = None
     recur_interval: str | None = None
     max_retries: int | None = None
-    depends_on: uuid.UUID | None = None
+    # One upstream job, or several (fan-in): this job runs once every one completed.
+    depends_on: uuid.UUID | Sequence[uuid.UUID] | None = None
+    # A cron schedule (5 fields) on the wall clock of `timezone` (IANA, default UTC).
+    cron: str | None = None
+    timezone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +161,17 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         errors["scheduled_at"] = [limits.OUT_OF_RANGE_MESSAGE]
     if spec.recur_interval is not None and spec.recur_interval not in RecurInterval.values:
         errors["recur_interval"] = [f"Must be one of: {', '.join(RecurInterval.values)}."]
+    several = spec.depends_on is not None and not isinstance(spec.depends_on, uuid.UUID | str)
+    if several and not 1 <= len(spec.depends_on) <= MAX_UPSTREAM:  # type: ignore[arg-type]
+        errors["depends_on"] = [f"List 1 to {MAX_UPSTREAM} job ids (or give one id)."]
+    if spec.cron is None:
+        if spec.timezone is not None:
+            errors["timezone"] = ["Only with `cron`: the time zone its slots are read in."]
+        return errors
+    errors.update(cron_errors(spec.cron, spec.timezone or "UTC"))
+    for name in ("scheduled_at", "recur_interval", "depends_on"):
+        if getattr(spec, name) is not None:
+            errors[name] = ["Not with `cron`: the cron expression says when each run is due."]
     return errors
 
 
@@ -152,43 +192,124 @@ def enqueue(
     scheduled_at: datetime | None = None,
     recur_interval: str | None = None,
     max_retries: int | None = None,
-    depends_on: uuid.UUID | None = None,
+    depends_on: uuid.UUID | Sequence[uuid.UUID] | None = None,
+    cron: str | None = None,
+    timezone: str | None = None,
+    idempotency_key: str | None = None,
 ) -> JobObject:
     """Create a job. Inside a caller's transaction it exists only if that transaction commits.
 
-    Raises JobValidationError with field -> messages when any argument is wrong.
+    With `cron` (and `timezone`) it creates a `Schedule` and returns its first run. With
+    `idempotency_key`, a repeat within the key's window returns the job the first request
+    created (`enqueue_once`). Raises JobValidationError with field -> messages when any
+    argument is wrong.
     """
-    spec = JobSpec(type, payload, priority, scheduled_at, recur_interval, max_retries, depends_on)
+    spec = JobSpec(
+        type,
+        payload,
+        priority,
+        scheduled_at,
+        recur_interval,
+        max_retries,
+        depends_on,
+        cron,
+        timezone,
+    )
+    if idempotency_key is not None:
+        return enqueue_once(idempotency_key, spec)[0]
+    return _submit(spec)
+
+
+def _submit(spec: JobSpec) -> JobObject:
     now = timezone.now()
     errors = _validate(spec, now)
     if errors:
         raise JobValidationError(errors)
-    if depends_on is None and not audit.active():
+    return _enqueue(spec, now)
+
+
+def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
+    """Create the job of `spec` under `key`, or, when a request took `key` within the last
+    `SCHEDULER_IDEMPOTENCY_WINDOW` seconds, return the job it created: (job, created).
+
+    Raises IdempotencyKeyReused when that request was a different one (another
+    fingerprint), JobValidationError when an argument or the key is wrong.
+    """
+    now = timezone.now()
+    errors = _validate(spec, now)
+    if not (len(key) <= 255 and IDEMPOTENCY_KEY.fullmatch(key)):
+        errors["idempotency_key"] = [
+            "Must be 1 to 255 printable ASCII characters, not starting or ending with a space."
+        ]
+    if errors:
+        raise JobValidationError(errors)
+    fingerprint = _fingerprint(spec)
+    with transaction.atomic():
+        params = {
+            "key": key,
+            "fingerprint": fingerprint,
+            "window": settings.SCHEDULER_IDEMPOTENCY_WINDOW,
+        }
+        if not fetch("take_idempotency_key", params):
+            # The holder's row is locked by the statement above: it stays until we commit.
+            (holder,) = fetch("idempotency_key_holder", {"key": key})
+            if holder["fingerprint"] != fingerprint:
+                raise IdempotencyKeyReused(key, holder["job_id"])
+            return get_job(holder["job_id"]), False
+        created = _enqueue(spec, now)
+        fetch("bind_idempotency_key", {"key": key, "job_id": created["id"]})
+    return created, True
+
+
+def _fingerprint(spec: JobSpec) -> str:
+    """SHA-256 of the request in a canonical form: equal requests, equal fingerprints,
+    however their instants and keys were written."""
+
+    def canonical(value: object) -> str:
+        return value.astimezone(UTC).isoformat() if isinstance(value, datetime) else str(value)
+
+    text = json.dumps(asdict(spec), sort_keys=True, separators=(",", ":"), default=canonical)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _enqueue(spec: JobSpec, now: datetime) -> JobObject:
+    """Create the validated job of `spec`."""
+    if spec.cron is not None:
+        return _start_schedule(spec, spec.cron, now)
+    if spec.depends_on is None and not audit.active():
         # One statement, atomic on its own: inside the caller's transaction it commits with
         # it, outside one it commits at once. Its own transaction would only add round trips.
         created = _create(spec, now, pending_dependencies=0)
         notifier.emit_after_commit([("job.created", created)])
         return created
-    if depends_on is None:
+    if spec.depends_on is None:
         with transaction.atomic():
             created = _create(spec, now, pending_dependencies=0)
             _audit_created(created)
         notifier.emit_after_commit([("job.created", created)])
         return created
+    upstream_ids = _upstream_ids(spec.depends_on)
     with transaction.atomic():
-        # The row lock orders us against the upstream's completion or cancellation, and
-        # those transitions re-read the edges in a later statement, so none is missed.
-        upstream = Job.objects.select_for_update().filter(id=depends_on).first()
-        if upstream is None:
-            raise JobValidationError({"depends_on": [f"No job with id {depends_on}."]})
-        if upstream.status == JobStatus.CANCELLED:
-            raise JobValidationError(
-                {"depends_on": [f"Job {depends_on} is cancelled; it will never complete."]}
-            )
-        pending_dependencies = 0 if upstream.status == JobStatus.COMPLETED else 1
-        job_id = _create(spec, now, pending_dependencies)["id"]
-        JobDependency.objects.create(job_id=job_id, depends_on_id=depends_on)
-        created = get_job(job_id)  # its object names the edge, written after the row
+        # Share locks on the upstream rows, in id order (as `complete` takes its rows), order
+        # us against their completion or cancellation, and those transitions re-read the
+        # edges in a later statement, so none is missed.
+        found = {
+            row["id"]: row["status"]
+            for row in fetch("lock_upstream_jobs", {"job_ids": list(upstream_ids)})
+        }
+        refused = [f"No job with id {i}." for i in upstream_ids if i not in found] + [
+            f"Job {i} is cancelled; it will never complete."
+            for i in upstream_ids
+            if found.get(i) == JobStatus.CANCELLED
+        ]
+        if refused:
+            raise JobValidationError({"depends_on": refused})
+        waiting = sum(1 for i in upstream_ids if found[i] != JobStatus.COMPLETED)
+        job_id = _create(spec, now, waiting)["id"]
+        JobDependency.objects.bulk_create(
+            [JobDependency(job_id=job_id, depends_on_id=u) for u in upstream_ids]
+        )
+        created = get_job(job_id)  # its object names the edges, written after the row
         _audit_created(created)
         notifier.emit_after_commit([("job.created", created)])
     return created
@@ -201,6 +322,44 @@ def _audit_created(job: JobObject) -> None:
         summary=f"Created a {job['type']} job",
         after={k: job[k] for k in ("type", "payload", "priority", "scheduled_at", "depends_on")},
     )
+
+
+def _upstream_ids(depends_on: uuid.UUID | Sequence[uuid.UUID]) -> tuple[uuid.UUID, ...]:
+    """The upstream job ids in the order given, each once (one id may come as a string)."""
+    if isinstance(depends_on, uuid.UUID | str):
+        return (uuid.UUID(str(depends_on)),)
+    return tuple(dict.fromkeys(uuid.UUID(str(one)) for one in depends_on))
+
+
+def _start_schedule(spec: JobSpec, cron: str, now: datetime) -> JobObject:
+    """Create the schedule of `spec` and its first run, at its first slot after now."""
+    with transaction.atomic():
+        schedule = Schedule.objects.create(
+            type=spec.type,
+            payload=spec.payload,
+            priority=spec.priority,
+            max_retries=spec.max_retries or settings.SCHEDULER_DEFAULT_MAX_RETRIES,
+            cron=cron,
+            timezone=spec.timezone or "UTC",
+            created_at=now,
+            updated_at=now,
+        )
+        (created,) = _create_schedule_runs(schedule, now)
+        _audit_created(created)
+    return created
+
+
+def _create_schedule_runs(schedule: Schedule, after: datetime) -> list[JobObject]:
+    """The run of `schedule` at its first slot after `after`, unless it is paused or has a
+    run waiting or running already (then nothing)."""
+    slot = CronRecurrence(schedule.cron, ZoneInfo(schedule.timezone)).upcoming(after, 1)
+    if not slot:
+        return []
+    rows = fetch("create_schedule_runs", {"schedule_ids": [schedule.id], "run_at": slot})
+    _notify_runnable(rows)
+    created = _job_objects(rows)
+    notifier.emit_after_commit([("job.created", j) for j in created])
+    return created
 
 
 def _create(spec: JobSpec, now: datetime, pending_dependencies: int) -> JobObject:
@@ -242,6 +401,8 @@ def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 1000) -> list[Jo
             errors[f"{index}.depends_on"] = [
                 "Not in a batch: a job with a dependency is created on its own."
             ]
+        if spec.cron is not None:
+            errors[f"{index}.cron"] = ["Not in a batch: a schedule is created on its own."]
         errors.update({f"{index}.{key}": value for key, value in _validate(spec, now).items()})
     if errors:
         raise JobValidationError(errors)
@@ -304,6 +465,8 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
     """Finish attempts as succeeded. Attempts that lost their claim are ignored."""
     if not successes:
         return CompletionReport([], [], [])
+    # Rows are locked in id order, as `enqueue` locks several upstream jobs: no deadlock.
+    successes = sorted(successes, key=lambda s: s.job_id)
     with transaction.atomic(savepoint=False):
         rows = fetch(
             "complete_jobs",
@@ -474,6 +637,26 @@ def _cancel(job_ids: Sequence[uuid.UUID], reason: str | None) -> list[JobObject]
     return jobs
 
 
+def pause_schedule(schedule_id: uuid.UUID) -> None:
+    """Pause a cron schedule: its waiting run is cancelled, and no run is created until it
+    is resumed (a run already running finishes, and is the last)."""
+    with transaction.atomic():
+        if not fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": True}):
+            raise ScheduleNotFound(schedule_id)
+        rows = fetch("cancel_schedule_runs", {"schedule_id": schedule_id})
+        notifier.emit_after_commit([("job.cancelled", j) for j in _job_objects(rows)])
+
+
+def resume_schedule(schedule_id: uuid.UUID) -> None:
+    """Resume a cron schedule from its first slot after now: slots passed while it was
+    paused are skipped. A schedule with a run waiting or running gets no second one; one
+    whose series stopped (its run cancelled, or in the DLQ) starts again."""
+    with transaction.atomic():
+        if not fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": False}):
+            raise ScheduleNotFound(schedule_id)
+        _create_schedule_runs(Schedule.objects.get(id=schedule_id), timezone.now())
+
+
 def retry_from_dlq(job_id: uuid.UUID) -> JobObject:
     """Give a DLQ job a fresh set of attempts, due now (its history stays)."""
     jobs = retry_many_from_dlq([job_id])
@@ -635,9 +818,21 @@ def _schedule_next_runs(completed: Sequence[Mapping[str, Any]]) -> list[dict[str
     """Create the next run of each recurring job among the `completed` rows, when its
     recurrence has one; the rows of the runs created."""
     after = timezone.now()
+    schedule_ids = [row["schedule_id"] for row in completed if row["schedule_id"] is not None]
+    # Shared locks: a pause waits for this transaction, or this one sees the pause.
+    schedules = (
+        {row["id"]: row for row in fetch("lock_live_schedules", {"schedule_ids": schedule_ids})}
+        if schedule_ids
+        else {}
+    )
     job_ids, run_at = [], []
     for row in completed:
         run = RecurringRun(row["scheduled_at"], row["recur_interval"])
+        if row["schedule_id"] is not None:
+            if row["schedule_id"] not in schedules:
+                continue  # paused
+            schedule = schedules[row["schedule_id"]]
+            run = RecurringRun(row["scheduled_at"], None, schedule["cron"], schedule["timezone"])
         recurrence = recurrence_of(run)
         next_at = recurrence.next_run(run, after) if recurrence is not None else None
         if next_at is not None:

@@ -320,6 +320,8 @@ SCHEDULER_RETAIN_DLQ = env_float("SCHEDULER_RETAIN_DLQ", 0.0)
 SCHEDULER_RETAIN_AUDIT = env_float("SCHEDULER_RETAIN_AUDIT", 90 * 24 * 3600.0)
 SCHEDULER_PRUNE_INTERVAL = env_float("SCHEDULER_PRUNE_INTERVAL", 60.0)
 SCHEDULER_PRUNE_BATCH = env_int("SCHEDULER_PRUNE_BATCH", 1000)
+# Seconds an `Idempotency-Key` keeps returning the job it first created.
+SCHEDULER_IDEMPOTENCY_WINDOW = env_float("SCHEDULER_IDEMPOTENCY_WINDOW", 24 * 3600.0)
 # Django Tasks (django-tasks, the backport of Django 6.0's django.tasks): every `@task`
 # function's enqueue() becomes a job that `runworker` runs (jobs/tasks_backend.py).
 TASKS = {"default": {"BACKEND": "jobs.tasks_backend.SchedulerBackend"}}

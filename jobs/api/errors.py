@@ -22,7 +22,12 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from jobs.state import InvalidStateError, JobNotFound, JobValidationError
+from jobs.state import (
+    IdempotencyKeyReused,
+    InvalidStateError,
+    JobNotFound,
+    JobValidationError,
+)
 
 logger = logging.getLogger("jobs.api")
 
@@ -43,6 +48,7 @@ ERROR_CODES = (
     "method_not_allowed",
     "not_acceptable",
     "invalid_state",
+    "idempotency_key_reused",
     "payload_too_large",
     "request_too_large",
     "unsupported_media_type",
@@ -101,6 +107,9 @@ def _envelope_of(exc: Exception) -> tuple[int, str, str, Any] | None:
         return 404, "not_found", str(exc), {}
     if isinstance(exc, InvalidStateError):
         return 409, "invalid_state", str(exc), {"status": exc.status}
+    if isinstance(exc, IdempotencyKeyReused):
+        details = {"idempotency_key": exc.key, "job_id": str(exc.job_id)}
+        return 409, "idempotency_key_reused", str(exc), details
     if isinstance(exc, RequestDataTooBig):
         return 413, "payload_too_large", PayloadTooLarge.default_detail, {}
     if isinstance(exc, Http404):

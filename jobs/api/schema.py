@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from zoneinfo import available_timezones
 
 import django_filters
 from django.conf import settings
@@ -14,6 +15,7 @@ from jobs import limits
 from jobs.filters import InstantFilter, JobFilter
 from jobs.models import RecurInterval
 from jobs.registry import registry
+from jobs.state import IDEMPOTENCY_KEY, MAX_UPSTREAM
 
 from .errors import UNAVAILABLE_MESSAGE, error_body
 from .serializers import INSTANT_SCHEMA, ErrorSerializer
@@ -153,6 +155,39 @@ def list_parameters() -> list[OpenApiParameter]:
     return parameters
 
 
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    "Idempotency-Key",
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 255,
+        "pattern": f"^{IDEMPOTENCY_KEY.pattern}$",
+    },
+    OpenApiParameter.HEADER,
+    description="Printable ASCII, no space at either end. A repeat of the same request "
+    f"under this key within {settings.SCHEDULER_IDEMPOTENCY_WINDOW:g} s answers 200 with the "
+    "job the first one created (also when both race); the key with a different body is a 409 "
+    "`idempotency_key_reused`.",
+)
+
+IDEMPOTENCY_CONFLICT = OpenApiResponse(
+    response=ErrorSerializer,
+    description="The `Idempotency-Key` was used by a different request; `details` names it "
+    "and the job that request created.",
+    examples=[
+        OpenApiExample(
+            "idempotency_key_reused",
+            value=error_body(
+                "idempotency_key_reused",
+                "Idempotency-Key 'order-42' was already used by a different request, which "
+                "created job …. Send the same request to get that job, or a new key for a "
+                "new job.",
+                {"idempotency_key": "order-42", "job_id": "…"},
+            ),
+        )
+    ],
+)
+
 JOB_ID_PARAMETER = OpenApiParameter(
     "job_id",
     OpenApiTypes.UUID,
@@ -174,14 +209,51 @@ _COMMON_FIELDS: dict[str, dict[str, Any]] = {
     },
     "recur_interval": {"enum": [*RecurInterval.values, None], "description": "Absent: once."},
     "depends_on": {
-        **_nullable({"type": "string", "format": "uuid"}),
-        "description": "An existing job that is not cancelled; this one waits until that one "
-        "is completed.",
+        "anyOf": [
+            {"type": "string", "format": "uuid"},
+            {
+                "type": "array",
+                "items": {"type": "string", "format": "uuid"},
+                "minItems": 1,
+                "maxItems": MAX_UPSTREAM,
+            },
+            {"type": "null"},
+        ],
+        "description": "An existing job that is not cancelled, or a list of them (fan-in); "
+        "this one waits until every one of them is completed.",
     },
+    "cron": {"type": "null", "description": "Set it to make a schedule (the other branch)."},
+    "timezone": {"type": "null", "description": "Only with `cron`."},
     "max_retries": {
         **_nullable({"type": "integer", "minimum": 1, "maximum": 10}),
         "description": f"Attempts before the dead-letter queue; null or absent: "
         f"{settings.SCHEDULER_DEFAULT_MAX_RETRIES}.",
+    },
+}
+# A cron expression the schema can vouch for: numbers, `*` and `*/n` in each field's range,
+# days of the month up to 28 so that every month has them. The server takes all of cron's
+# syntax (lists, ranges, steps, names, L, #); the schema describes that in words.
+_CRON_PATTERN = (
+    r"^(\*|\*/[1-9]|[1-5]?[0-9]) (\*|\*/[1-9]|1?[0-9]|2[0-3]) (\*|[1-9]|1[0-9]|2[0-8]) "
+    r"(\*|[1-9]|1[0-2]) (\*|[0-6])$"
+)
+_SCHEDULE_FIELDS: dict[str, dict[str, Any]] = {
+    "cron": {
+        "type": "string",
+        "pattern": _CRON_PATTERN,
+        "description": "A 5-field cron expression (minute hour day-of-month month "
+        "day-of-week, e.g. `30 2 * * *`; lists, ranges, steps and names work too): creates "
+        "a schedule and answers its first run, due at its first slot after now.",
+    },
+    "timezone": {
+        "anyOf": [{"$ref": "#/components/schemas/TimeZone"}, {"type": "null"}],
+        "description": "The IANA time zone the slots are read in; default UTC. A slot in an "
+        "hour skipped by a spring-forward change runs at the first minute after it; one in "
+        "a repeated hour runs once.",
+    },
+    **{
+        name: {"type": "null", "description": "Not with `cron`."}
+        for name in ("scheduled_at", "recur_interval", "depends_on")
     },
 }
 _PAYLOAD_LIMITS = (
@@ -190,12 +262,15 @@ _PAYLOAD_LIMITS = (
 )
 
 
-def _job_branches(fields: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One body schema per registered job type, each with that type's own payload schema."""
+def _job_branches(
+    fields: dict[str, dict[str, Any]], *, scheduled: bool = False
+) -> list[dict[str, Any]]:
+    """One body schema per registered job type, each with that type's own payload schema (a
+    cron schedule's when `scheduled`)."""
     return [
         {
             "type": "object",
-            "title": name,
+            "title": f"{name} (schedule)" if scheduled else name,
             "properties": {
                 "type": {"const": name, "description": "The job type."},
                 "payload": {
@@ -204,7 +279,7 @@ def _job_branches(fields: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 },
                 **fields,
             },
-            "required": ["type", "payload", "priority"],
+            "required": ["type", "payload", "priority", *(["cron"] if scheduled else [])],
             "additionalProperties": False,
         }
         for name in registry.names()
@@ -214,14 +289,22 @@ def _job_branches(fields: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def job_create_body(
     result: dict[str, Any], generator: Any, request: Any, public: bool
 ) -> dict[str, Any]:
-    """POSTPROCESSING_HOOK: the bodies of POST /jobs and of each job of POST /jobs/batch as
-    the rules really are, one branch per registered job type."""
+    """POSTPROCESSING_HOOK: the bodies of POST /jobs (a job, or a cron schedule) and of each
+    job of POST /jobs/batch as the rules really are, per registered job type."""
     schemas = result["components"]["schemas"]
+    schemas["TimeZone"] = {
+        "type": "string",
+        "enum": sorted(available_timezones()),
+        "description": "An IANA time zone name.",
+    }
     schemas["JobCreateRequest"] = {
-        "oneOf": _job_branches(_COMMON_FIELDS),
+        "oneOf": _job_branches(_COMMON_FIELDS)
+        + _job_branches({**_COMMON_FIELDS, **_SCHEDULE_FIELDS}, scheduled=True),
         "description": "A new job. Unknown fields are refused.",
     }
-    batch_fields = {k: v for k, v in _COMMON_FIELDS.items() if k != "depends_on"}
+    batch_fields = {
+        k: v for k, v in _COMMON_FIELDS.items() if k not in ("depends_on", "cron", "timezone")
+    }
     schemas["JobBatchItemRequest"] = {
         "oneOf": _job_branches(batch_fields),
         "description": "A new job of a batch: as for POST /jobs, but without `depends_on`.",

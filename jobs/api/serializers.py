@@ -8,6 +8,7 @@ objects that `jobs.representation` and `jobs.stats` build, for the schema only.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +57,24 @@ class PayloadField(serializers.JSONField):
     """Any JSON here; that it is an object fitting the handler's schema is a domain rule."""
 
 
+@extend_schema_field(
+    {
+        "anyOf": [
+            {"type": "string", "format": "uuid"},
+            {"type": "array", "items": {"type": "string", "format": "uuid"}, "minItems": 1},
+        ]
+    }
+)
+class DependsOnField(serializers.Field):
+    """One job id (as before fan-in), or a list of them."""
+
+    def to_internal_value(self, data: Any) -> uuid.UUID | list[uuid.UUID]:
+        one = serializers.UUIDField()
+        if isinstance(data, list):
+            return [one.to_internal_value(item) for item in data]
+        return one.to_internal_value(data)
+
+
 class RefusesUnknownFields(serializers.Serializer):
     """A body field this serializer does not know is a validation error, not ignored."""
 
@@ -82,12 +101,25 @@ class JobCreateSerializer(RefusesUnknownFields):
     recur_interval = serializers.ChoiceField(
         choices=RecurInterval.choices, required=False, allow_null=True
     )
-    depends_on = serializers.UUIDField(
+    depends_on = DependsOnField(
         required=False,
         allow_null=True,
-        help_text="An existing job; this one waits until that one is completed.",
+        help_text="An existing job, or a list of them; this one waits until every one of "
+        "them is completed.",
     )
     max_retries = serializers.IntegerField(required=False, allow_null=True, help_text="1..10.")
+    cron = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=200,
+        help_text="A 5-field cron expression: creates a schedule, and this is its first run.",
+    )
+    timezone = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=64,
+        help_text="With `cron`: the IANA time zone its slots are read in (default UTC).",
+    )
 
 
 # The most jobs one POST /jobs/batch creates.
@@ -98,6 +130,8 @@ class JobBatchItemSerializer(JobCreateSerializer):
     """A job of POST /jobs/batch: what POST /jobs takes, but a dependent job comes alone."""
 
     depends_on = None  # type: ignore[assignment]  # DRF's way to leave out a parent's field
+    cron = None  # type: ignore[assignment]  # a schedule comes alone too
+    timezone = None  # type: ignore[assignment]
 
 
 class JobBatchCreateSerializer(RefusesUnknownFields):
@@ -154,6 +188,13 @@ class JobSerializer(serializers.Serializer):
         help_text="What the handler returned (any JSON); null until then."
     )
     worker_id = serializers.UUIDField(allow_null=True)
+    schedule_id = serializers.UUIDField(
+        allow_null=True, help_text="The cron schedule this job is a run of."
+    )
+    upstream_ids = serializers.ListField(
+        child=serializers.UUIDField(),
+        help_text="Every job this one waits for, in the order given (`depends_on` is the first).",
+    )
 
 
 class JobBatchSerializer(serializers.Serializer):
@@ -171,6 +212,60 @@ class JobPageSerializer(serializers.Serializer):
     next = serializers.URLField(allow_null=True)
     previous = serializers.URLField(allow_null=True)
     results = JobSerializer(many=True)
+
+
+class ScheduleSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    type = serializers.CharField()
+    payload = PayloadField()
+    priority = serializers.IntegerField(min_value=1, max_value=3)
+    max_retries = serializers.IntegerField()
+    cron = serializers.CharField()
+    timezone = serializers.CharField(help_text="IANA name.")
+    paused = serializers.BooleanField()
+    next_runs = serializers.ListField(
+        child=serializers.DateTimeField(), help_text="The next 5 slots; none while paused."
+    )
+    current_run_id = serializers.UUIDField(
+        allow_null=True, help_text="Its run waiting or running, if any."
+    )
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class SchedulePageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = ScheduleSerializer(many=True)
+
+
+class GraphNodeSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    type = serializers.CharField()
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+    in_dlq = serializers.BooleanField()
+    display_state = serializers.CharField(
+        help_text="As the console shows it: pending, blocked, processing, completed, "
+        "retrying, dlq, cancelled."
+    )
+    waiting_on_dlq = serializers.BooleanField(
+        help_text="Pending on an upstream job in the dead-letter queue."
+    )
+    level = serializers.IntegerField(help_text="Negative upstream, positive downstream.")
+
+
+class GraphEdgeSerializer(serializers.Serializer):
+    upstream = serializers.UUIDField()
+    downstream = serializers.UUIDField(help_text="Waits for `upstream` to complete.")
+
+
+class JobGraphSerializer(serializers.Serializer):
+    job_id = serializers.UUIDField()
+    depth = serializers.IntegerField()
+    truncated = serializers.BooleanField()
+    nodes = GraphNodeSerializer(many=True)
+    edges = GraphEdgeSerializer(many=True)
 
 
 class AttemptSerializer(serializers.Serializer):

@@ -16,9 +16,26 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/<str:job_id>", views.JobDetailView.as_view(), name="api-job-detail"),
     path("jobs/<str:job_id>/attempts", views.JobAttemptsView.as_view(), name="api-job-attempts"),
     path("jobs/<str:job_id>/explain", views.JobExplainView.as_view(), name="api-job-explain"),
+    path("jobs/<str:job_id>/graph", views.JobGraphView.as_view(), name="api-job-graph"),
     path("jobs/<str:job_id>/cancel", views.JobCancelView.as_view(), name="api-job-cancel"),
     path("jobs/<str:job_id>/retry", views.JobRetryView.as_view(), name="api-job-retry"),
     path("jobs/<str:job_id>/purge", views.JobPurgeView.as_view(), name="api-job-purge"),
+    path("schedules", views.ScheduleListView.as_view(), name="api-schedules"),
+    path(
+        "schedules/<str:schedule_id>",
+        views.ScheduleDetailView.as_view(),
+        name="api-schedule-detail",
+    ),
+    path(
+        "schedules/<str:schedule_id>/pause",
+        views.SchedulePauseView.as_view(),
+        name="api-schedule-pause",
+    ),
+    path(
+        "schedules/<str:schedule_id>/resume",
+        views.ScheduleResumeView.as_view(),
+        name="api-schedule-resume",
+    ),
     # The browsable API's log-in link; console users are signed in already.
     path("auth/", include("rest_framework.urls")),
 ]

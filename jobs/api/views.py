@@ -11,31 +11,37 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.core.paginator import EmptyPage, Paginator
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from prometheus_client.exposition import choose_encoder
 from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from jobs import metrics, state
+from jobs import graph, metrics, state
 from jobs.explain import explain
 from jobs.representation import represent_job
+from jobs.schedules import get_schedule, represent_schedule, schedule_list
 from jobs.selectors import job_attempts, job_list
 from jobs.state import JobObject
 from jobs.stats import current_stats
 
 from .auth import BearerTokenAuthentication
 from .errors import RETRY_AFTER_SECONDS, PayloadTooLarge, error_body
-from .pagination import paginate
+from .pagination import page_window, paginate
 from .parsers import JSONBodyParser
 from .probes import database_status, redis_status
 from .schema import (
+    IDEMPOTENCY_CONFLICT,
+    IDEMPOTENCY_KEY_PARAMETER,
     JOB_ID_PARAMETER,
     READ_ERRORS,
     WRITE_ERRORS,
@@ -49,14 +55,18 @@ from .serializers import (
     JobBatchCreateSerializer,
     JobBatchSerializer,
     JobCreateSerializer,
+    JobGraphSerializer,
     JobPageSerializer,
     JobSerializer,
     PurgedSerializer,
+    SchedulePageSerializer,
+    ScheduleSerializer,
     StatsSerializer,
     flat_errors,
 )
 
 JOBS_TAG = ["jobs"]
+SCHEDULES_TAG = ["schedules"]
 
 
 def parse_job_id(raw: str) -> uuid.UUID:
@@ -99,14 +109,29 @@ class JobListView(ApiView):
         tags=JOBS_TAG,
         summary="Submit a job",
         request=JobCreateSerializer,
-        responses={201: JobSerializer, **error_responses(400, 415, *WRITE_ERRORS)},
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        responses={
+            201: JobSerializer,
+            200: OpenApiResponse(
+                JobSerializer,
+                description="A repeat under an `Idempotency-Key`: the job the first request "
+                "created, as it is now.",
+            ),
+            409: IDEMPOTENCY_CONFLICT,
+            **error_responses(400, 415, *WRITE_ERRORS),
+        },
     )
     def post(self, request: Request) -> Response:
         serializer = JobCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        job = state.enqueue(**serializer.validated_data)
+        key = request.headers.get("Idempotency-Key")
+        if key is None:
+            job, created = state.enqueue(**serializer.validated_data), True
+        else:
+            job, created = state.enqueue_once(key, state.JobSpec(**serializer.validated_data))
         location = reverse("api-job-detail", kwargs={"job_id": job["id"]}, request=request)
-        return Response(job, status=status.HTTP_201_CREATED, headers={"Location": location})
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(job, status=code, headers={"Location": location})
 
 
 class JobBatchView(ApiView):
@@ -225,6 +250,41 @@ class JobExplainView(ApiView):
         return Response(explain(parse_job_id(job_id)))
 
 
+class JobGraphView(ApiView):
+    @extend_schema(
+        operation_id="jobs_graph",
+        tags=JOBS_TAG,
+        summary="A job's dependency graph: upstream and downstream",
+        description="Each direction is walked breadth-first up to `depth` steps (default "
+        f"{graph.DEFAULT_DEPTH}, at most {graph.MAX_DEPTH}) and {graph.MAX_NODES} jobs in "
+        "all; `truncated` says there is more beyond. A node's `level` is its distance: "
+        "negative upstream, positive downstream. `waiting_on_dlq`: pending on an upstream "
+        "job in the dead-letter queue.",
+        parameters=[
+            JOB_ID_PARAMETER,
+            OpenApiParameter(
+                "depth",
+                {"type": "integer", "minimum": 1, "maximum": graph.MAX_DEPTH},
+                OpenApiParameter.QUERY,
+            ),
+        ],
+        responses={200: JobGraphSerializer, **error_responses(400, 404, *READ_ERRORS)},
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        job = parse_job_id(job_id)
+        unknown = sorted(set(request.query_params) - {"depth"})
+        if unknown:
+            raise state.JobValidationError({name: ["Unknown parameter."] for name in unknown})
+        raw = request.query_params.get("depth", str(graph.DEFAULT_DEPTH))
+        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= graph.MAX_DEPTH):
+            message = f"An integer from 1 to {graph.MAX_DEPTH}."
+            raise state.JobValidationError({"depth": [message]})
+        found = graph.job_graph(job, int(raw))
+        if found is None:
+            raise state.JobNotFound(job)
+        return Response(found.as_json())
+
+
 class JobActionView(ApiView):
     """An operator action on one job: parse the id, run the transition, answer the job it
     left (or 204 where nothing is left). A refusal is the 409 of the error handler."""
@@ -283,6 +343,101 @@ class JobPurgeView(JobActionView):
     )
     def delete(self, request: Request, job_id: str) -> Response:
         return self.act(job_id, state.purge)
+
+
+SCHEDULE_ID_PARAMETER = OpenApiParameter(
+    "schedule_id",
+    OpenApiTypes.UUID,
+    OpenApiParameter.PATH,
+    description="A schedule id; anything that is not a UUID is a 400.",
+)
+
+
+def _schedule(raw_id: str) -> dict[str, Any]:
+    schedule_id = parse_job_id(raw_id)
+    schedule = get_schedule(schedule_id)
+    if schedule is None:
+        raise state.ScheduleNotFound(schedule_id)
+    return represent_schedule(schedule)
+
+
+class ScheduleListView(ApiView):
+    @extend_schema(
+        operation_id="schedules_list",
+        tags=SCHEDULES_TAG,
+        summary="List cron schedules",
+        description="Oldest first, each with its next 5 slots. A schedule is created by "
+        "`POST /jobs` with `cron`.",
+        parameters=[p for p in list_parameters() if p.name in ("page", "limit")],
+        responses={200: SchedulePageSerializer, **error_responses(400, 404, *READ_ERRORS)},
+    )
+    def get(self, request: Request) -> Response:
+        number, limit = page_window(request.query_params)
+        paginator = Paginator(schedule_list(), limit)
+        try:
+            page = paginator.page(number)
+        except EmptyPage:
+            raise NotFound(f"Page {number} is past the end.") from None
+        url = request.build_absolute_uri()
+        return Response(
+            {
+                "count": paginator.count,
+                "next": replace_query_param(url, "page", number + 1) if page.has_next() else None,
+                "previous": replace_query_param(url, "page", number - 1)
+                if page.has_previous()
+                else None,
+                "results": [represent_schedule(s) for s in page.object_list],
+            }
+        )
+
+
+class ScheduleDetailView(ApiView):
+    @extend_schema(
+        operation_id="schedules_retrieve",
+        tags=SCHEDULES_TAG,
+        summary="Get a cron schedule",
+        parameters=[SCHEDULE_ID_PARAMETER],
+        responses={200: ScheduleSerializer, **error_responses(400, 404, *READ_ERRORS)},
+    )
+    def get(self, request: Request, schedule_id: str) -> Response:
+        return Response(_schedule(schedule_id))
+
+
+def schedule_action_schema(
+    action: str, summary: str, description: str
+) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    return extend_schema(
+        operation_id=f"schedules_{action}",
+        tags=SCHEDULES_TAG,
+        summary=summary,
+        description=description,
+        parameters=[SCHEDULE_ID_PARAMETER],
+        request=None,
+        responses={200: ScheduleSerializer, **error_responses(400, 404, *WRITE_ERRORS)},
+    )
+
+
+class SchedulePauseView(ApiView):
+    @schedule_action_schema(
+        "pause",
+        "Pause a cron schedule",
+        "Its waiting run is cancelled (`Schedule paused.`) and no run is created until it is "
+        "resumed; a run already running finishes. Pausing a paused schedule changes nothing.",
+    )
+    def post(self, request: Request, schedule_id: str) -> Response:
+        state.pause_schedule(parse_job_id(schedule_id))
+        return Response(_schedule(schedule_id))
+
+
+class ScheduleResumeView(ApiView):
+    @schedule_action_schema(
+        "resume",
+        "Resume a paused cron schedule",
+        "Its next run is its first slot after now: slots passed while paused are skipped.",
+    )
+    def post(self, request: Request, schedule_id: str) -> Response:
+        state.resume_schedule(parse_job_id(schedule_id))
+        return Response(_schedule(schedule_id))
 
 
 class HealthView(APIView):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 import zoneinfo
 from functools import cache
 from typing import Any
@@ -43,6 +44,20 @@ def add_details(form: forms.Form, details: dict[str, list[str]]) -> None:
             form.add_error(target, f"{key}: {message}" if rest or target is None else message)
 
 
+class UUIDListField(forms.Field):
+    """Job ids separated by commas or spaces: one id, a list of them, or None when empty."""
+
+    def to_python(self, value: Any) -> uuid.UUID | list[uuid.UUID] | None:
+        words = str(value or "").replace(",", " ").split()
+        try:
+            ids = [uuid.UUID(word) for word in words]
+        except ValueError:
+            raise forms.ValidationError("Job ids (UUIDs), separated by commas.") from None
+        if not ids:
+            return None
+        return ids[0] if len(ids) == 1 else ids
+
+
 class CreateJobForm(forms.Form):
     type = forms.ChoiceField(choices=())
     payload = forms.CharField(
@@ -62,10 +77,21 @@ class CreateJobForm(forms.Form):
         choices=[("", "Runs once"), *RecurInterval.choices],
         label="Interval",
     )
-    depends_on = forms.UUIDField(
+    cron = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Cron schedule",
+        help_text="5 fields, e.g. 30 2 * * * (02:30 daily): a schedule of runs, in the time "
+        "zone below. Not with a scheduled time or an interval.",
+        widget=forms.TextInput(attrs={"placeholder": "30 2 * * *", "class": "mono"}),
+    )
+    timezone = forms.ChoiceField(
+        required=False, initial="UTC", label="Schedule time zone", choices=time_zone_choices
+    )
+    depends_on = UUIDListField(
         required=False,
         label="Depends on",
-        help_text="Id of a job that must complete first.",
+        help_text="Ids of the jobs that must complete first, separated by commas or spaces.",
         widget=forms.TextInput(attrs={"placeholder": "3f7a1c2d-…", "class": "mono"}),
     )
     max_retries = forms.IntegerField(

@@ -34,6 +34,16 @@ urlpatterns = [
     path("dlq/<uuid:job_id>/edit", views.dlq_edit, name="dlq-edit"),
     path("bulk/<slug:action>", views.bulk_action, name="bulk"),
     path("audit", views.audit_log, name="audit"),
+    path("schedules", views.schedules, name="schedules"),
+    *(
+        path(
+            f"schedules/<uuid:schedule_id>/{action}",
+            views.schedule_action,
+            {"action": action},
+            name=f"schedule-{action}",
+        )
+        for action in ("pause", "resume")
+    ),
     path("settings", views.settings_page, name="settings"),
     path("settings/preferences", views.save_preferences, name="preferences"),
     path("settings/webhooks", views.webhook_create, name="webhook-create"),

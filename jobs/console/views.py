@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
@@ -28,13 +29,16 @@ from jobs import audit, bulk, display, state, webhooks
 from jobs.display import Action
 from jobs.explain import explain
 from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME_FIELDS, JobFilter
+from jobs.graph import job_graph
 from jobs.models import AuditSource, Job, RecurInterval, Webhook
 from jobs.registry import registry
+from jobs.schedules import UPCOMING, schedule_list, upcoming_runs
 from jobs.selectors import BoundedCountPaginator
 
 from . import charts, selectors
 from .access import ConsoleRequest, console_view, page, refuse, user_time_zone
 from .forms import PRIORITY_CHOICES, CreateJobForm, PreferenceForm, WebhookForm, add_details
+from .graph_svg import graph_svg
 
 POST = ("POST",)
 ANY = ("GET", "POST")
@@ -249,6 +253,15 @@ def _render_job(
         "graph": selectors.job_graph(job),
         "action_error": action_error,
     }
+    around = job_graph(job.id)
+    if around is not None and len(around.nodes) > 1:
+        context["graph_svg"] = graph_svg(
+            around, lambda node_id: reverse("console:job-detail", args=[node_id])
+        )
+        context["graph_truncated"] = around.truncated
+        context["waiting_on_dlq"] = [
+            n for n in around.nodes if n.level == -1 and n.display_state == "dlq"
+        ]
     if job.in_dlq:
         context["timeline"] = charts.retry_timeline(
             [
@@ -320,6 +333,8 @@ def job_new(request: ConsoleRequest) -> HttpResponse:
                     recur_interval=data["recur_interval"] or None,
                     max_retries=data["max_retries"],
                     depends_on=data["depends_on"],
+                    cron=data["cron"] or None,
+                    timezone=(data["timezone"] or None) if data["cron"] else None,
                 )
             except state.JobValidationError as error:
                 add_details(form, error.details)
@@ -535,6 +550,38 @@ def dlq_empty(request: ConsoleRequest) -> HttpResponse:
             "danger": True,
         },
     )
+
+
+# --- schedules -------------------------------------------------------------------------------
+
+
+@console_view()
+def schedules(request: ConsoleRequest) -> HttpResponse:
+    """Each cron schedule with its next runs written on its own clock, where cron reads them."""
+    rows = [
+        (
+            schedule,
+            [
+                f"{slot.astimezone(ZoneInfo(schedule.timezone)):%a %Y-%m-%d %H:%M %Z}"
+                for slot in upcoming_runs(schedule)
+            ],
+        )
+        for schedule in schedule_list()
+    ]
+    return page(request, "console/schedules.html", {"schedules": rows, "upcoming": UPCOMING})
+
+
+@console_view(methods=POST, operator=True)
+def schedule_action(
+    request: ConsoleRequest, schedule_id: uuid.UUID, action: Literal["pause", "resume"]
+) -> HttpResponse:
+    perform = state.pause_schedule if action == "pause" else state.resume_schedule
+    try:
+        perform(schedule_id)
+    except state.ScheduleNotFound:
+        return page(request, "console/404.html", {"what": "schedule"}, status=404)
+    messages.success(request, "Schedule paused." if action == "pause" else "Schedule resumed.")
+    return redirect("console:schedules")
 
 
 # --- settings --------------------------------------------------------------------------------

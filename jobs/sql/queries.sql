@@ -73,24 +73,68 @@ WITH outcome AS (
     UPDATE workers SET jobs_done = jobs_done + (SELECT count(*) FROM done)
     WHERE id = %(worker_id)s
 )
-SELECT d.id, d.recur_interval, d.scheduled_at, scheduler_job_object(ROW(d.*)::jobs)::text AS job
+SELECT d.id, d.recur_interval, d.scheduled_at, d.schedule_id,
+       scheduler_job_object(ROW(d.*)::jobs)::text AS job
 FROM done d CROSS JOIN closed;
 
 -- name: schedule_next_runs
 -- The next run of each recurring job in `job_ids`, at the matching `run_at` (computed by its
--- recurrence, `jobs.recurrence`). Once only: `previous_run_id` is unique, so a second
--- completion report of the same run creates nothing.
+-- recurrence, `jobs.recurrence`). Once only: `previous_run_id` is unique, and so is a
+-- schedule's slot, so a second completion report of the same run creates nothing.
 INSERT INTO jobs AS new (id, type, payload, priority, status, attempt_count, max_retries,
                          scheduled_at, recur_interval, in_dlq, created_at, updated_at,
-                         run_at, virtual_deadline, pending_dependencies, previous_run_id)
+                         run_at, virtual_deadline, pending_dependencies, previous_run_id,
+                         schedule_id)
 SELECT gen_random_uuid(), j.type, j.payload, j.priority, 'pending', 0, j.max_retries,
        n.run_at, j.recur_interval, false, now(), now(),
-       n.run_at, scheduler_virtual_deadline(j.priority, n.run_at), 0, j.id
+       n.run_at, scheduler_virtual_deadline(j.priority, n.run_at), 0, j.id, j.schedule_id
 FROM unnest(%(job_ids)s::uuid[], %(run_at)s::timestamptz[]) AS n(previous_id, run_at)
 JOIN jobs j ON j.id = n.previous_id
-ON CONFLICT (previous_run_id) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING new.id, new.priority, new.run_at, new.created_at,
           scheduler_job_object(new)::text AS job;
+
+-- name: lock_live_schedules
+-- The schedules among `schedule_ids` that are not paused, share-locked until the caller's
+-- transaction ends: a pause (`set_schedule_paused`) waits for the run it would miss.
+SELECT id, cron, timezone FROM schedules
+WHERE id = ANY(%(schedule_ids)s::uuid[]) AND NOT paused
+FOR SHARE;
+
+-- name: create_schedule_runs
+-- A run of each of `schedule_ids` at the matching slot `run_at` (a new or resumed schedule),
+-- unless it is paused or a run of it is waiting or running; a slot is created once.
+INSERT INTO jobs AS new (id, type, payload, priority, status, attempt_count, max_retries,
+                         scheduled_at, in_dlq, created_at, updated_at, run_at,
+                         virtual_deadline, pending_dependencies, schedule_id)
+SELECT gen_random_uuid(), s.type, s.payload, s.priority, 'pending', 0, s.max_retries,
+       n.run_at, false, now(), now(), n.run_at,
+       scheduler_virtual_deadline(s.priority, n.run_at), 0, s.id
+FROM unnest(%(schedule_ids)s::uuid[], %(run_at)s::timestamptz[]) AS n(schedule_id, run_at)
+JOIN schedules s ON s.id = n.schedule_id
+WHERE NOT s.paused
+  AND NOT EXISTS (SELECT 1 FROM jobs live
+                  WHERE live.schedule_id = s.id AND NOT live.in_dlq
+                    AND live.status IN ('pending', 'processing', 'failed'))
+ON CONFLICT DO NOTHING
+RETURNING new.id, new.priority, new.run_at, new.created_at,
+          scheduler_job_object(new)::text AS job;
+
+-- name: set_schedule_paused
+-- Pause or resume a schedule; its row lock orders it against completions of its runs.
+UPDATE schedules SET paused = %(paused)s, updated_at = now()
+WHERE id = %(schedule_id)s
+RETURNING id;
+
+-- name: cancel_schedule_runs
+-- Cancel the runs of a paused schedule that wait for their slot.
+UPDATE jobs AS j
+SET status = 'cancelled',
+    cancelled_at = now(),
+    updated_at = now(),
+    last_error = 'Schedule paused.'
+WHERE j.schedule_id = %(schedule_id)s AND j.status = 'pending'
+RETURNING scheduler_job_object(j)::text AS job;
 
 -- name: release_dependents
 -- Count the completion of `job_ids` against their dependents; a dependent whose last
@@ -330,6 +374,33 @@ WITH new AS (
 )
 SELECT scheduler_job_object(ROW(new.*)::jobs, NULL)::text AS job
 FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified;
+
+-- name: take_idempotency_key
+-- Take `key` for a new job, unless a live holder has it: a row back means ours. Of two
+-- requests racing with one key, the second waits on the unique index until the first
+-- commits, then finds its row live and gets nothing back. A holder older than the window
+-- is taken over.
+INSERT INTO idempotency_keys (key, fingerprint, job_id, created_at)
+VALUES (%(key)s, %(fingerprint)s, NULL, now())
+ON CONFLICT (key) DO UPDATE
+SET fingerprint = excluded.fingerprint, job_id = NULL, created_at = excluded.created_at
+WHERE idempotency_keys.created_at < now() - make_interval(secs => %(window)s)
+RETURNING key;
+
+-- name: idempotency_key_holder
+-- The job that holds `key`, and the fingerprint of the request that created it.
+SELECT fingerprint, job_id FROM idempotency_keys WHERE key = %(key)s;
+
+-- name: bind_idempotency_key
+UPDATE idempotency_keys SET job_id = %(job_id)s WHERE key = %(key)s;
+
+-- name: lock_upstream_jobs
+-- The status of each upstream job of a new dependent, share-locked in id order until the
+-- enqueue commits: a completion or cancellation of one waits, then sees the new edge.
+SELECT id, status FROM jobs
+WHERE id = ANY(%(job_ids)s::uuid[])
+ORDER BY id
+FOR SHARE;
 
 -- name: notify_runnable
 -- Wake the listening workers; delivered when the surrounding transaction commits.

@@ -53,7 +53,10 @@ $$ SELECT json_build_object(
        'completed_at', scheduler_time(j.completed_at),
        'cancelled_at', scheduler_time(j.cancelled_at),
        'next_retry_at', scheduler_time(j.next_retry_at),
-       'last_error', j.last_error, 'result', j.result, 'worker_id', j.worker_id) $$;
+       'last_error', j.last_error, 'result', j.result, 'worker_id', j.worker_id,
+       'schedule_id', j.schedule_id,
+       'upstream_ids', coalesce((SELECT array_agg(dep.depends_on_id ORDER BY dep.id)
+                                 FROM job_dependencies dep WHERE dep.job_id = j.id), '{}')) $$;
 
 -- The job object of a row, its dependency read from `job_dependencies`. A statement that
 -- knows the job has none (a job it just created without one) calls the form above.

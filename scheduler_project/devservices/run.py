@@ -125,7 +125,7 @@ def run_dev() -> int:
         admin = local_admin(env)
         if not database_has_jobs(env["DATABASE_URL"]):
             say("the database has no jobs: seeding the demo jobs")
-            manage(env, "seed_db")
+            manage(env, "seed_db", "--workflows")
         if not env.get("EMAIL_BACKEND"):
             # Printed on the console, the demo jobs' mail would bury the banner.
             env["EMAIL_BACKEND"] = "django.core.mail.backends.filebased.EmailBackend"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from jobs import state
 from jobs.api.auth import issue_token
-from jobs.models import Job, JobAttempt, JobLog, JobStatus, Webhook, Worker
+from jobs.models import Job, JobAttempt, JobLog, JobStatus, Schedule, Webhook, Worker
 
 # Transactional: the claim compares run_at with now(), which a test transaction would freeze.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -373,3 +373,22 @@ def test_an_api_token_is_revoked_by_deleting_it(superuser_client: Client) -> Non
 
     assert revoke.status_code == 302
     assert not user.api_tokens.exists()
+
+
+def test_schedules_show_their_next_run_and_are_paused_and_resumed_by_actions(
+    superuser_client: Client,
+) -> None:
+    run = state.enqueue("noop", {}, cron="0 6 * * *", timezone="America/New_York")
+    schedule = Schedule.objects.get(id=run["schedule_id"])
+    listing = superuser_client.get("/admin/jobs/schedule/").content.decode()
+    assert "0 6 * * *" in listing and "America/New_York" in listing
+    assert datetime.fromisoformat(run["scheduled_at"]).isoformat() in listing  # the next run
+
+    action(superuser_client, "/admin/jobs/schedule/", "pause_selected", [schedule])
+    schedule.refresh_from_db()
+    assert schedule.paused
+    assert Job.objects.get(id=run["id"]).status == JobStatus.CANCELLED
+    action(superuser_client, "/admin/jobs/schedule/", "resume_selected", [schedule])
+    schedule.refresh_from_db()
+    assert not schedule.paused
+    assert Job.objects.filter(schedule=schedule, status=JobStatus.PENDING).count() == 1

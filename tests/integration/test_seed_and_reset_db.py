@@ -21,6 +21,7 @@ from jobs.models import (
     JobDependency,
     JobLog,
     JobStatus,
+    Schedule,
     Worker,
 )
 
@@ -184,3 +185,15 @@ def test_reset_db_with_force_drops_everything_and_migrates(settings: Any) -> Non
     # The recreated schema is fully usable.
     seed("--count", "20")
     assert Job.objects.count() == 20
+
+
+def test_seed_db_workflows_add_a_fan_out_fan_in_and_cron_schedules() -> None:
+    output = seed("--count", "5", "--workflows")
+    assert "a fan-out/fan-in of 52 jobs (1 -> 50 -> 1), 2 cron schedules" in output
+    load = Job.objects.get(payload__step="load")
+    assert (load.status, load.pending_dependencies) == (JobStatus.PENDING, 50)
+    parts = Job.objects.filter(payload__step="transform")
+    assert parts.count() == 50 and {p.pending_dependencies for p in parts} == {1}
+    assert JobDependency.objects.count() == 100
+    assert Schedule.objects.count() == 2
+    assert Job.objects.filter(schedule__isnull=False, status=JobStatus.PENDING).count() == 2

@@ -235,6 +235,26 @@ class Seeder:
                 return
 
 
+FAN_OUT = 50
+
+
+def seed_workflows() -> None:
+    """A fan-out/fan-in (one extract, 50 transforms, one load waiting for all of them) and
+    two cron schedules, left for a real worker to run."""
+    extract = state.enqueue("noop", {"step": "extract"}, priority=1)
+    parts = [
+        uuid.UUID(
+            state.enqueue(
+                "noop", {"step": "transform", "part": n}, depends_on=uuid.UUID(extract["id"])
+            )["id"]
+        )
+        for n in range(1, FAN_OUT + 1)
+    ]
+    state.enqueue("noop", {"step": "load"}, priority=1, depends_on=parts)
+    state.enqueue("noop", {"step": "nightly"}, cron="30 2 * * *", timezone="Europe/Berlin")
+    state.enqueue("noop", {"step": "quarter-hourly"}, priority=3, cron="*/15 * * * *")
+
+
 class Command(BaseCommand):
     help = (
         "Add demo jobs (default 120): every built-in type, priorities 1-3, scheduled, "
@@ -249,6 +269,11 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--force", action="store_true", help="seed even when the database already has jobs"
+        )
+        parser.add_argument(
+            "--workflows",
+            action="store_true",
+            help="also a fan-out/fan-in (1 -> 50 -> 1) and two cron schedules",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -281,6 +306,11 @@ class Command(BaseCommand):
             elif job.fate == CANCEL:
                 state.cancel(job_id, "Cancelled by seed_db, to show a cancelled job.")
         self._summary(count, options["seed"])
+        if options["workflows"]:
+            seed_workflows()
+            self.stdout.write(
+                "  workflows: a fan-out/fan-in of 52 jobs (1 -> 50 -> 1), 2 cron schedules"
+            )
 
     def _summary(self, count: int, seed: int) -> None:
         jobs = Job.objects.all()

@@ -1,0 +1,104 @@
+"""Idempotency keys on POST /jobs and `enqueue`: a repeat gets the first job, a different
+body under the same key is a 409, and racing repeats create one job."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs import state
+from jobs.models import IdempotencyKey, Job
+from tests.conftest import token_client
+
+JOBS = "/api/v1/jobs"
+BODY = {"type": "noop", "payload": {"n": 1}, "priority": 2}
+
+
+def post(client: Any, body: dict[str, Any], key: str) -> Any:
+    return client.post(JOBS, body, format="json", HTTP_IDEMPOTENCY_KEY=key)
+
+
+@pytest.mark.django_db
+def test_a_repeat_returns_the_first_job_with_200(operator_client):
+    first = post(operator_client, BODY, "order-42")
+    again = post(operator_client, {**BODY, "payload": {"n": 1}}, "order-42")
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == first.json()
+    assert again["Location"] == first["Location"]
+    assert Job.objects.count() == 1
+    other = post(operator_client, BODY, "order-43")
+    assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
+    without_key = operator_client.post(JOBS, BODY, format="json")
+    assert without_key.status_code == 201
+
+
+@pytest.mark.django_db
+def test_the_same_key_with_a_different_body_is_a_409_that_says_so(operator_client):
+    first = post(operator_client, BODY, "order-42").json()
+    response = post(operator_client, {**BODY, "priority": 1}, "order-42")
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["code"] == "idempotency_key_reused"
+    assert "different request" in error["message"] and first["id"] in error["message"]
+    assert error["details"] == {"idempotency_key": "order-42", "job_id": first["id"]}
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_bad_key_is_a_400_and_creates_nothing(operator_client):
+    for key in ["x" * 256, "caf\u00e9", "tab\there"]:
+        response = post(operator_client, BODY, key)
+        assert response.status_code == 400
+        assert response.json()["error"]["details"] == {
+            "idempotency_key": [
+                "Must be 1 to 255 printable ASCII characters, not starting or ending with a space."
+            ]
+        }
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_enqueue_takes_the_key_and_it_expires_with_the_window_or_its_job():
+    first = state.enqueue("noop", {"n": 1}, idempotency_key="k")
+    assert state.enqueue("noop", {"n": 1}, idempotency_key="k")["id"] == first["id"]
+    with pytest.raises(state.IdempotencyKeyReused):
+        state.enqueue("noop", {"n": 2}, idempotency_key="k")
+    # Past the window the key is free again, for any body.
+    IdempotencyKey.objects.filter(key="k").update(created_at=timezone.now() - timedelta(hours=25))
+    second = state.enqueue("noop", {"n": 2}, idempotency_key="k")
+    assert second["id"] != first["id"]
+    # A key goes with its job (here its purge, which is SQL): the next request creates anew.
+    Job.objects.filter(id=second["id"]).update(status="failed", in_dlq=True)
+    state.purge(second["id"])
+    assert not IdempotencyKey.objects.exists()
+    assert state.enqueue("noop", {"n": 2}, idempotency_key="k")["id"] != second["id"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_repeats_create_one_job_and_all_get_it(operator):
+    racers = 6
+    start = threading.Barrier(racers)
+    responses: list[Any] = [None] * racers
+
+    def send(index: int) -> None:
+        try:
+            client = token_client(operator)
+            start.wait()
+            responses[index] = post(client, BODY, "race-1")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [200] * (racers - 1) + [201]
+    assert len({r.json()["id"] for r in responses}) == 1
+    assert Job.objects.count() == 1

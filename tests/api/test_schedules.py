@@ -1,0 +1,137 @@
+"""Cron schedules through the API: created by POST /jobs with `cron`, listed with their next
+runs, paused and resumed; each slot's run is created once."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.utils import timezone
+
+from jobs import state
+from jobs.models import Job, Schedule, Worker
+
+pytestmark = pytest.mark.django_db
+
+JOBS = "/api/v1/jobs"
+SCHEDULES = "/api/v1/schedules"
+NIGHTLY = {"type": "noop", "payload": {}, "priority": 2, "cron": "30 2 * * *"}
+
+
+def local(value: str, zone: str) -> str:
+    return datetime.fromisoformat(value).astimezone(ZoneInfo(zone)).strftime("%H:%M")
+
+
+def test_a_cron_job_is_a_schedule_whose_first_run_is_its_next_slot(operator_client):
+    response = operator_client.post(JOBS, {**NIGHTLY, "timezone": "Europe/Berlin"}, format="json")
+    assert response.status_code == 201, response.json()
+    run = response.json()
+    assert run["schedule_id"] is not None and run["status"] == "pending"
+    assert local(run["scheduled_at"], "Europe/Berlin") == "02:30"
+
+    (listed,) = operator_client.get(SCHEDULES).json()["results"]
+    assert listed["id"] == run["schedule_id"]
+    assert (listed["cron"], listed["timezone"], listed["paused"]) == (
+        "30 2 * * *",
+        "Europe/Berlin",
+        False,
+    )
+    assert listed["next_runs"][0] == run["scheduled_at"]
+    assert len(listed["next_runs"]) == 5
+    assert {local(t, "Europe/Berlin") for t in listed["next_runs"]} == {"02:30"}
+    assert listed["current_run_id"] == run["id"]
+    assert operator_client.get(f"{SCHEDULES}/{listed['id']}").json() == listed
+    # Without `cron`, a job object says it belongs to no schedule.
+    plain = operator_client.post(
+        JOBS, {"type": "noop", "payload": {}, "priority": 2}, format="json"
+    )
+    assert plain.json()["schedule_id"] is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"cron": "every day"}, "cron"),
+        ({"timezone": "Berlin"}, "timezone"),
+        ({"recur_interval": "every_1_hour"}, "recur_interval"),
+        ({"scheduled_at": "2999-01-01T00:00:00Z"}, "scheduled_at"),
+    ],
+)
+def test_a_bad_schedule_is_a_400_naming_the_field(operator_client, extra, field):
+    response = operator_client.post(JOBS, {**NIGHTLY, **extra}, format="json")
+    assert response.status_code == 400
+    assert field in response.json()["error"]["details"]
+    timezone_alone = {"type": "noop", "payload": {}, "priority": 2, "timezone": "UTC"}
+    assert operator_client.post(JOBS, timezone_alone, format="json").status_code == 400
+    assert not Schedule.objects.exists()
+
+
+def test_pause_cancels_the_waiting_run_and_resume_creates_the_next(operator_client, viewer_client):
+    run = operator_client.post(JOBS, NIGHTLY, format="json").json()
+    schedule = f"{SCHEDULES}/{run['schedule_id']}"
+    assert viewer_client.post(f"{schedule}/pause").status_code == 403
+
+    paused = operator_client.post(f"{schedule}/pause")
+    assert paused.status_code == 200
+    assert (paused.json()["paused"], paused.json()["next_runs"]) == (True, [])
+    cancelled = operator_client.get(f"{JOBS}/{run['id']}").json()
+    assert (cancelled["status"], cancelled["last_error"]) == ("cancelled", "Schedule paused.")
+
+    resumed = operator_client.post(f"{schedule}/resume").json()
+    assert resumed["paused"] is False
+    new_run = operator_client.get(f"{JOBS}/{resumed['current_run_id']}").json()
+    assert new_run["status"] == "pending" and new_run["id"] != run["id"]
+    assert new_run["scheduled_at"] == resumed["next_runs"][0]
+    # Resuming again adds nothing: the schedule has its waiting run.
+    operator_client.post(f"{schedule}/resume")
+    assert Job.objects.filter(schedule_id=run["schedule_id"], status="pending").count() == 1
+
+    unknown = operator_client.post(f"{SCHEDULES}/{uuid.uuid4()}/pause")
+    assert unknown.status_code == 404
+    assert operator_client.post(f"{SCHEDULES}/nope/pause").status_code == 400
+
+
+def claim_now(worker: Worker, job_id: str) -> state.ClaimedJob:
+    """Claim a run before its slot (the database clock stands at the test's start)."""
+    Job.objects.filter(id=job_id).update(run_at=timezone.now() - timedelta(minutes=1))
+    (claimed,) = state.claim(worker.id, 1, [uuid.UUID(job_id)])
+    return claimed
+
+
+def complete(worker: Worker, job_id: str) -> state.CompletionReport:
+    claimed = claim_now(worker, job_id)
+    success = state.Success(claimed.id, claimed.attempt_id, None, timezone.now())
+    return state.complete([success, success], worker.id)
+
+
+def test_completing_a_run_creates_the_next_slot_once(worker):
+    first = state.enqueue("noop", {}, cron="*/5 * * * *")
+    report = complete(worker, first["id"])
+    (second,) = report.created
+    assert second["schedule_id"] == first["schedule_id"]
+    slot = datetime.fromisoformat(second["scheduled_at"])
+    assert slot.minute % 5 == 0 and slot > datetime.fromisoformat(first["scheduled_at"])
+    assert Job.objects.filter(schedule_id=first["schedule_id"]).count() == 2
+
+
+def test_a_run_completing_after_a_pause_creates_no_next_run(worker):
+    first = state.enqueue("noop", {}, cron="*/5 * * * *")
+    claimed = claim_now(worker, first["id"])
+    state.pause_schedule(uuid.UUID(first["schedule_id"]))
+    success = state.Success(claimed.id, claimed.attempt_id, None, timezone.now())
+    report = state.complete([success], worker.id)
+    assert [j["status"] for j in report.completed] == ["completed"]
+    assert report.created == []
+
+
+def test_a_missed_run_runs_once_and_the_next_is_the_first_slot_from_now(worker):
+    first = state.enqueue("noop", {}, cron="0 * * * *")
+    # The worker was away for three days: the waiting run's slot is long past.
+    three_days_ago = timezone.now() - timedelta(days=3)
+    Job.objects.filter(id=first["id"]).update(scheduled_at=three_days_ago, run_at=three_days_ago)
+    (second,) = complete(worker, first["id"]).created
+    next_slot = datetime.fromisoformat(second["scheduled_at"])
+    assert timezone.now() < next_slot <= timezone.now() + timedelta(hours=1)
+    assert Job.objects.filter(schedule_id=first["schedule_id"]).count() == 2
