@@ -241,6 +241,9 @@ def test_list_query_count_does_not_grow_with_the_page(viewer_client, job_row):
     for n in range(30):
         job = job_row(created_at=T0 + n * timedelta(seconds=1))
         JobDependency.objects.create(job=job, depends_on=upstream)
+    # The token's first use records when it was used (then at most once a minute): not a
+    # query of the list's, so it is out of the way before the two are compared.
+    viewer_client.get(JOBS, {"limit": 1})
     assert queries_for(2) == queries_for(30)
 
 
