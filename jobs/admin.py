@@ -26,7 +26,7 @@ from django.utils.html import format_html
 
 from jobs.registry import registry
 
-from . import state, webhooks
+from . import queues, state, webhooks
 from .display import job_display_state, shown_json
 from .filters import PRIORITY_CHOICES
 from .models import (
@@ -38,6 +38,8 @@ from .models import (
     JobDependency,
     JobLog,
     JobStatus,
+    Limit,
+    Queue,
     Schedule,
     Webhook,
     Worker,
@@ -175,6 +177,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "type",
+        "queue",
         "status_label",
         "priority",
         "attempts",
@@ -200,6 +203,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 "fields": (
                     "id",
                     "type",
+                    "queue",
                     "status_label",
                     "priority",
                     "attempts",
@@ -393,6 +397,90 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         for schedule_id in queryset.values_list("id", flat=True):
             state.resume_schedule(schedule_id)
         self.message_user(request, "Resumed from their next slot.", messages.SUCCESS)
+
+
+@admin.register(Queue)
+class QueueAdmin(admin.ModelAdmin):
+    """Pause and resume queues (`jobs.queues`, which wakes the workers on a resume): by the
+    actions, by a queue's page, or by adding a queue no operator has decided about yet."""
+
+    list_display = ("name", "paused", "updated_at")
+    list_filter = ("paused",)
+    search_fields = ("name",)
+    fields = ("name", "paused", "updated_at")
+    readonly_fields = ("updated_at",)
+    actions = ("pause_selected", "resume_selected")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> Any:
+        return ("name", "updated_at") if obj is not None else ("updated_at",)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
+        (queues.pause if obj.paused else queues.resume)(obj.name)
+        obj.refresh_from_db()
+
+    @admin.action(description="Pause selected", permissions=["change"])
+    def pause_selected(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
+        names = list(queryset.values_list("name", flat=True))
+        for name in names:
+            queues.pause(name)
+        self.message_user(request, f"Paused {', '.join(names)}.", messages.SUCCESS)
+
+    @admin.action(description="Resume selected", permissions=["change"])
+    def resume_selected(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
+        names = list(queryset.values_list("name", flat=True))
+        for name in names:
+            queues.resume(name)
+        self.message_user(request, f"Resumed {', '.join(names)}.", messages.SUCCESS)
+
+
+class LimitForm(forms.ModelForm):
+    class Meta:
+        model = Limit
+        fields = ("scope", "name", "max_running", "max_starts", "period_seconds")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.instance.pk is not None:
+            data.setdefault("scope", self.instance.scope)
+            data.setdefault("name", self.instance.name)
+        errors = queues.limit_errors(
+            data.get("scope", ""),
+            data.get("name", ""),
+            data.get("max_running"),
+            data.get("max_starts"),
+            data.get("period_seconds"),
+        )
+        for field, messages_ in errors.items():
+            self.add_error(field if field in self.fields else None, messages_)
+        return data
+
+
+@admin.register(Limit)
+class LimitAdmin(admin.ModelAdmin):
+    """Limits across all workers (`jobs.queues.set_limit`, the rules of the API and console)."""
+
+    form = LimitForm
+    list_display = ("scope", "name", "max_running", "max_starts", "period_seconds", "updated_at")
+    list_filter = ("scope",)
+    search_fields = ("name",)
+    readonly_fields = ("updated_at",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> Any:
+        return ("scope", "name", "updated_at") if obj is not None else ("updated_at",)
+
+    def save_model(self, request: HttpRequest, obj: Limit, form: Any, change: bool) -> None:
+        queues.set_limit(
+            obj.scope,
+            obj.name,
+            max_running=obj.max_running,
+            max_starts=obj.max_starts,
+            period_seconds=obj.period_seconds,
+        )
+        saved = Limit.objects.get(scope=obj.scope, name=obj.name)
+        obj.pk, obj.updated_at = saved.pk, saved.updated_at
 
 
 @admin.register(Worker)

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .models import JobStatus
+from django.db.models import Exists, OuterRef, QuerySet
+
+from .models import Job, JobStatus, Queue
+from .queue_names import DEFAULT_QUEUE
 
 
 class Action(StrEnum):
@@ -39,6 +42,8 @@ class DisplayState:
     status: str
     in_dlq: bool
     blocked: bool
+    # The job is pending, not blocked, in a paused queue (`jobs.queues`).
+    paused: bool
     # The event a job in this state last produced: the log feed's history shows it.
     event: str
     actions: tuple[Action, ...]
@@ -50,38 +55,62 @@ class DisplayState:
 # fmt: off
 _TABLE = (
     #            name          label         phrase ("it is now ...")
-    #            status                in_dlq blocked event                  actions
+    #            status                in_dlq blocked paused event           actions
     DisplayState("pending",    "Pending",    "pending",
-                 JobStatus.PENDING,    False, False, "job.created",         (Action.CANCEL,)),
+                 JobStatus.PENDING,    False, False, False, "job.created",  (Action.CANCEL,)),
     DisplayState("blocked",    "Blocked",    "waiting for its upstream job",
-                 JobStatus.PENDING,    False, True,  "job.created",         (Action.CANCEL,)),
+                 JobStatus.PENDING,    False, True,  False, "job.created",  (Action.CANCEL,)),
+    DisplayState("paused",     "Paused",     "waiting in a paused queue",
+                 JobStatus.PENDING,    False, False, True,  "job.created",  (Action.CANCEL,)),
     DisplayState("processing", "Processing", "processing",
-                 JobStatus.PROCESSING, False, False, "job.started",         (Action.CANCEL,)),
+                 JobStatus.PROCESSING, False, False, False, "job.started",  (Action.CANCEL,)),
     DisplayState("completed",  "Completed",  "completed",
-                 JobStatus.COMPLETED,  False, False, "job.completed",       ()),
+                 JobStatus.COMPLETED,  False, False, False, "job.completed", ()),
     DisplayState("retrying",   "Retrying",   "waiting for a retry",
-                 JobStatus.FAILED,     False, False, "job.retry_scheduled", (Action.CANCEL,)),
+                 JobStatus.FAILED,     False, False, False, "job.retry_scheduled",
+                 (Action.CANCEL,)),
     DisplayState("dlq",        "DLQ",        "in the dead-letter queue",
-                 JobStatus.FAILED,     True,  False, "job.dlq_entry",       (Action.RETRY,
-                                                                             Action.PURGE)),
+                 JobStatus.FAILED,     True,  False, False, "job.dlq_entry",
+                 (Action.RETRY, Action.PURGE)),
     DisplayState("cancelled",  "Cancelled",  "cancelled",
-                 JobStatus.CANCELLED,  False, False, "job.cancelled",       ()),
+                 JobStatus.CANCELLED,  False, False, False, "job.cancelled", ()),
 )
 # fmt: on
 
 STATES: dict[str, DisplayState] = {shown.name: shown for shown in _TABLE}
-_BY_ROW = {(shown.status, shown.in_dlq, shown.blocked): shown for shown in _TABLE}
+_BY_ROW = {(shown.status, shown.in_dlq, shown.blocked, shown.paused): shown for shown in _TABLE}
 
 
-def display_state(status: str, in_dlq: bool, pending_dependencies: int = 0) -> DisplayState:
-    """The display state of a job row (a pending job with unfinished upstream is blocked)."""
+def display_state(
+    status: str, in_dlq: bool, pending_dependencies: int = 0, queue_paused: bool = False
+) -> DisplayState:
+    """The display state of a job row (a pending job with unfinished upstream is blocked;
+    one that could run but whose queue is paused is paused)."""
     blocked = status == JobStatus.PENDING and pending_dependencies > 0
-    return _BY_ROW[(str(status), in_dlq, blocked)]
+    paused = status == JobStatus.PENDING and not blocked and queue_paused
+    return _BY_ROW[(str(status), in_dlq, blocked, paused)]
 
 
 def job_display_state(job: Any) -> DisplayState:
-    """The display state of a `Job` (or anything with its status, in_dlq and dependencies)."""
-    return display_state(job.status, job.in_dlq, getattr(job, "pending_dependencies", 0))
+    """The display state of a `Job` (or anything with its status, in_dlq and dependencies).
+    Whether its queue is paused is read from `queue_paused` when the query annotated it
+    (`with_queue_paused`), else asked of the database for a pending job."""
+    queue_paused = getattr(job, "queue_paused", None)
+    if queue_paused is None:
+        queue_paused = job.status == JobStatus.PENDING and (
+            Queue.objects.filter(name=getattr(job, "queue", DEFAULT_QUEUE), paused=True).exists()
+        )
+    return display_state(
+        job.status, job.in_dlq, getattr(job, "pending_dependencies", 0), queue_paused
+    )
+
+
+def with_queue_paused(queryset: QuerySet[Job]) -> QuerySet[Job]:
+    """`queryset` with each job's `queue_paused`, for `job_display_state` (one query for a
+    page rather than one per pending job)."""
+    return queryset.annotate(
+        queue_paused=Exists(Queue.objects.filter(name=OuterRef("queue"), paused=True))
+    )
 
 
 def label_of(name: str) -> str:
@@ -99,6 +128,7 @@ def table_for_script() -> dict[str, dict[str, Any]]:
             "status": shown.status,
             "in_dlq": shown.in_dlq,
             "blocked": shown.blocked,
+            "paused": shown.paused,
             "actions": list(shown.actions),
         }
         for shown in _TABLE

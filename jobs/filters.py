@@ -150,6 +150,7 @@ class JobFilter(django_filters.FilterSet):
         error_messages={"invalid_choice": "%(value)s is not a priority: use 1, 2 or 3."},
     )
     type = django_filters.CharFilter(field_name="type", label="Job type (exact)")
+    queue = django_filters.CharFilter(field_name="queue", label="Queue (exact)")
     recur_interval = django_filters.ChoiceFilter(
         choices=RecurInterval.choices,
         label="Recurrence interval",

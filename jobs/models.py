@@ -3,9 +3,12 @@
 import uuid
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+from .queue_names import NAME_RULE, QUEUE_NAME_PATTERN
 
 
 class JobStatus(models.TextChoices):
@@ -40,6 +43,8 @@ class Schedule(models.Model):
     max_retries = models.PositiveSmallIntegerField(default=3)
     cron = models.CharField(max_length=200)
     timezone = models.CharField(max_length=64, default="UTC")
+    # The queue its runs wait in (`jobs.queues`).
+    queue = models.CharField(max_length=100, default="default", db_default="default")
     # Paused: its waiting run was cancelled and no run is created until it is resumed.
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField()
@@ -56,6 +61,8 @@ class Schedule(models.Model):
 class Job(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     type = models.CharField(max_length=100)
+    # The queue it waits in (`jobs.queues`); a database default too, for raw inserts.
+    queue = models.CharField(max_length=100, default="default", db_default="default")
     payload = models.JSONField(default=dict)
     priority = models.PositiveSmallIntegerField(default=2)
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING)
@@ -166,6 +173,7 @@ class Job(models.Model):
             models.Index(fields=["status", "in_dlq"], name="jobs_status_idx"),
             models.Index(fields=["-created_at", "id"], name="jobs_created_idx"),
             models.Index(fields=["type", "-created_at"], name="jobs_type_idx"),
+            models.Index(fields=["queue", "-created_at"], name="jobs_queue_idx"),
             models.Index(fields=["priority", "-created_at"], name="jobs_priority_idx"),
             models.Index(fields=["scheduled_at"], name="jobs_scheduled_idx"),
             models.Index(fields=["updated_at"], name="jobs_updated_idx"),
@@ -359,6 +367,84 @@ class LastPrune(models.Model):
 
     def __str__(self) -> str:
         return f"{self.jobs} jobs pruned by {self.finished_at}"
+
+
+class Queue(models.Model):
+    """What is decided about a queue (`jobs.queues`). A queue exists as soon as a job names
+    it; a row is written the first time an operator pauses or resumes it."""
+
+    name = models.CharField(
+        max_length=100,
+        primary_key=True,
+        validators=[RegexValidator(QUEUE_NAME_PATTERN, f"A queue name is {NAME_RULE}")],
+    )
+    # Its jobs stay pending: the claim and the feeder pass over them (`jobs/sql/queries.sql`).
+    paused = models.BooleanField(default=False)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "job_queues"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (paused)" if self.paused else self.name
+
+
+class LimitScope(models.TextChoices):
+    TYPE = "type", "Job type"
+    QUEUE = "queue", "Queue"
+
+
+class Limit(models.Model):
+    """A limit that holds across all workers, on the jobs of one type or one queue: at most
+    `max_running` running at once, at most `max_starts` starts in any `period_seconds`.
+    Enforced by the claim (`scheduler_limit_room`, `jobs/sql/schema.sql`)."""
+
+    scope = models.CharField(max_length=8, choices=LimitScope.choices)
+    name = models.CharField(max_length=100)
+    max_running = models.PositiveIntegerField(null=True, blank=True)
+    max_starts = models.PositiveIntegerField(null=True, blank=True)
+    period_seconds = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "job_limits"
+        ordering = ["scope", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "name"], name="job_limits_one_per_name"),
+            models.CheckConstraint(
+                condition=Q(scope__in=LimitScope.values), name="job_limits_scope_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_running__isnull=False) | Q(max_starts__isnull=False),
+                name="job_limits_limit_something",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_starts__isnull=True, period_seconds__isnull=True)
+                | Q(max_starts__isnull=False, period_seconds__gte=1),
+                name="job_limits_starts_have_a_period",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.name}"
+
+
+class LimitStart(models.Model):
+    """Starts counted against a rate limit: `n` jobs claimed at `started_at` (the claim's
+    clock, taken under the limit's lock). Rows older than the period are deleted by the
+    next claim under the same limit."""
+
+    limit = models.ForeignKey(Limit, on_delete=models.CASCADE, db_index=False)
+    started_at = models.DateTimeField()
+    n = models.PositiveIntegerField()
+
+    class Meta:
+        db_table = "job_limit_starts"
+        indexes = [models.Index(fields=["limit", "started_at"], name="job_limit_starts_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.n} started at {self.started_at}"
 
 
 class WorkerStatus(models.TextChoices):

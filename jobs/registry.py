@@ -7,7 +7,8 @@ any installed app's `handlers.py`, which `jobs.apps` discovers at start-up:
 
     from jobs.registry import handler
 
-    @handler("resize_image", schema={"type": "object", "required": ["url"], ...}, timeout=60)
+    @handler("resize_image", schema={"type": "object", "required": ["url"], ...}, timeout=60,
+             queue="images")
     def resize_image(job: JobContext):
         ...
 
@@ -31,6 +32,8 @@ from jsonschema import Draft202012Validator, ValidationError
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PayloadTypeError
 from typing_extensions import TypeVar
+
+from .queue_names import name_errors as queue_name_errors
 
 HandlerFunc = Callable[..., Any]
 PayloadT = TypeVar("PayloadT", default=dict[str, Any])
@@ -78,6 +81,8 @@ class HandlerSpec:
     # Trivially fast and never blocking: run on the worker's loop thread, without a hand-off
     # to a handler thread (and without a timeout, which only a separate thread can enforce).
     inline: bool = False
+    # The queue its jobs go to when the caller names none (None: `default`).
+    queue: str | None = None
     validator: Draft202012Validator = field(repr=False, compare=False, default=None)
     # The payload's declared type, when the schema was declared as one (`payload_type`).
     adapter: TypeAdapter[Any] | None = field(repr=False, compare=False, default=None)
@@ -189,6 +194,7 @@ class HandlerRegistry:
         timeout: float | None = None,
         description: str = "",
         inline: bool = False,
+        queue: str | None = None,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """`schema`: a JSON schema (a dict), or a type to derive it from (`derive_schema`)."""
         adapter = None
@@ -197,6 +203,8 @@ class HandlerRegistry:
         else:
             payload_schema, adapter = derive_schema(schema)
         Draft202012Validator.check_schema(payload_schema)
+        if queue is not None and (wrong := queue_name_errors(queue)):
+            raise ValueError(f"job type {name!r}: {wrong[0]}")
 
         def decorate(func: HandlerFunc) -> HandlerFunc:
             if name in self._handlers and self._handlers[name].func is not func:
@@ -208,6 +216,7 @@ class HandlerRegistry:
                 timeout=timeout,
                 description=description or (func.__doc__ or "").strip().split("\n")[0],
                 inline=inline,
+                queue=queue,
                 validator=Draft202012Validator(payload_schema),
                 adapter=adapter,
             )

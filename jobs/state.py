@@ -25,9 +25,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from . import audit, limits
+from . import audit, limits, queue_names
 from .models import Job, JobDependency, JobStatus, RecurInterval, Schedule
 from .notifier import notifier
+from .queue_names import ALL_QUEUES, QueueSelection
 from .recurrence import CronRecurrence, RecurringRun, cron_errors, recurrence_of
 from .registry import HandlerSpec, UnknownJobType, registry
 from .representation import EncodedJob
@@ -105,6 +106,8 @@ class JobSpec:
     # A cron schedule (5 fields) on the wall clock of `timezone` (IANA, default UTC).
     cron: str | None = None
     timezone: str | None = None
+    # None: the queue its type names at registration, else `default`.
+    queue: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,8 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         errors["scheduled_at"] = [limits.OUT_OF_RANGE_MESSAGE]
     if spec.recur_interval is not None and spec.recur_interval not in RecurInterval.values:
         errors["recur_interval"] = [f"Must be one of: {', '.join(RecurInterval.values)}."]
+    if spec.queue is not None and (wrong := queue_names.name_errors(spec.queue)):
+        errors["queue"] = wrong
     several = spec.depends_on is not None and not isinstance(spec.depends_on, uuid.UUID | str)
     if several and not 1 <= len(spec.depends_on) <= MAX_UPSTREAM:  # type: ignore[arg-type]
         errors["depends_on"] = [f"List 1 to {MAX_UPSTREAM} job ids (or give one id)."]
@@ -184,6 +189,12 @@ def _payload_errors(handler: HandlerSpec | None, payload: Any) -> dict[str, list
     return handler.payload_errors(payload) if handler is not None else {}
 
 
+def _queue_of(spec: JobSpec) -> str:
+    if spec.queue is not None:
+        return spec.queue
+    return registry.get(spec.type).queue or queue_names.DEFAULT_QUEUE
+
+
 def enqueue(
     type: str,
     payload: dict[str, Any],
@@ -196,6 +207,7 @@ def enqueue(
     cron: str | None = None,
     timezone: str | None = None,
     idempotency_key: str | None = None,
+    queue: str | None = None,
 ) -> JobObject:
     """Create a job. Inside a caller's transaction it exists only if that transaction commits.
 
@@ -214,6 +226,7 @@ def enqueue(
         depends_on,
         cron,
         timezone,
+        queue,
     )
     if idempotency_key is not None:
         return enqueue_once(idempotency_key, spec)[0]
@@ -336,6 +349,7 @@ def _start_schedule(spec: JobSpec, cron: str, now: datetime) -> JobObject:
     with transaction.atomic():
         schedule = Schedule.objects.create(
             type=spec.type,
+            queue=_queue_of(spec),
             payload=spec.payload,
             priority=spec.priority,
             max_retries=spec.max_retries or settings.SCHEDULER_DEFAULT_MAX_RETRIES,
@@ -368,6 +382,7 @@ def _create(spec: JobSpec, now: datetime, pending_dependencies: int) -> JobObjec
         "create_job",
         {
             "type": spec.type,
+            "queue": _queue_of(spec),
             "payload": Jsonb(spec.payload),
             "priority": spec.priority,
             "max_retries": _max_retries(spec),
@@ -412,6 +427,7 @@ def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 1000) -> list[Jo
             jobs = [
                 {
                     "type": spec.type,
+                    "queue": _queue_of(spec),
                     "payload": spec.payload,
                     "priority": spec.priority,
                     "max_retries": _max_retries(spec),
@@ -433,15 +449,24 @@ def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 1000) -> list[Jo
 
 
 def claim(
-    worker_id: uuid.UUID, limit: int, job_ids: Sequence[uuid.UUID] | None = None
+    worker_id: uuid.UUID,
+    limit: int,
+    job_ids: Sequence[uuid.UUID] | None = None,
+    queues: QueueSelection = ALL_QUEUES,
 ) -> list[ClaimedJob]:
-    """Claim up to `limit` runnable jobs (among `job_ids` when given), most urgent first.
+    """Claim up to `limit` runnable jobs (among `job_ids` when given) of `queues` that are
+    not paused, most urgent first.
 
     One statement, atomic on its own: outside a transaction it commits at once, in one
     round trip (the worker's start latency), and its events follow."""
     rows = fetch(
         "claim_jobs",
-        {"worker_id": worker_id, "limit": limit, "job_ids": list(job_ids) if job_ids else None},
+        {
+            "worker_id": worker_id,
+            "limit": limit,
+            "job_ids": list(job_ids) if job_ids else None,
+            **queues.params(),
+        },
     )
     claimed = [
         ClaimedJob(
@@ -780,6 +805,11 @@ def _refusal(job_id: uuid.UUID, action: str) -> JobError:
 _FEED = '{"feed":true}'
 
 
+def wake_workers() -> None:
+    """Have every worker load the runnable jobs again (a queue was resumed), at commit."""
+    _notify([_FEED])
+
+
 def _notify_runnable(rows: Sequence[Mapping[str, Any]]) -> None:
     """Tell the workers these jobs (rows with id, priority, run_at, created_at) are runnable
     from their `run_at` on, so an idle worker starts them at once rather than at its next feed."""
@@ -854,16 +884,21 @@ def get_job(job_id: uuid.UUID) -> JobObject:
 
 
 def runnable_jobs(
-    *, horizon: datetime, limit: int, job_ids: Sequence[uuid.UUID] | None = None
+    *,
+    horizon: datetime,
+    limit: int,
+    job_ids: Sequence[uuid.UUID] | None = None,
+    queues: QueueSelection = ALL_QUEUES,
 ) -> list[dict[str, Any]]:
-    """Runnable jobs due before `horizon` (among `job_ids` when given), most urgent first,
-    as rows of id, priority, run_at, created_at."""
+    """Runnable jobs of `queues` that are not paused, due before `horizon` (among `job_ids`
+    when given), most urgent first, as rows of id, priority, run_at, created_at."""
     return fetch(
         "runnable_jobs",
         {
             "horizon": horizon,
             "job_ids": list(job_ids) if job_ids is not None else None,
             "limit": limit,
+            **queues.params(),
         },
     )
 

@@ -35,6 +35,7 @@ from django.utils import timezone
 
 from jobs import metrics, retention, state, stats
 from jobs.models import Worker, WorkerStatus
+from jobs.queue_names import ALL_QUEUES, QueueSelection
 
 from .schedulers import ScheduledJob
 
@@ -50,10 +51,17 @@ class Unit:
 
 
 def runnable_jobs(
-    *, lookahead: timedelta = timedelta(0), limit: int, job_ids: Sequence[uuid.UUID] | None = None
+    *,
+    lookahead: timedelta = timedelta(0),
+    limit: int,
+    job_ids: Sequence[uuid.UUID] | None = None,
+    queues: QueueSelection = ALL_QUEUES,
 ) -> tuple[list[ScheduledJob], bool]:
-    """Runnable jobs due within `lookahead`, most urgent first, and whether `limit` cut them."""
-    rows = state.runnable_jobs(horizon=timezone.now() + lookahead, limit=limit, job_ids=job_ids)
+    """Runnable jobs of `queues` due within `lookahead`, most urgent first, and whether
+    `limit` cut them."""
+    rows = state.runnable_jobs(
+        horizon=timezone.now() + lookahead, limit=limit, job_ids=job_ids, queues=queues
+    )
     entries = [
         ScheduledJob(
             job_id=row["id"],
@@ -97,11 +105,13 @@ class Feeder(Unit):
         interval: float,
         lookahead: timedelta,
         limit: int,
+        queues: QueueSelection = ALL_QUEUES,
     ) -> None:
         self.sink = sink
         self.interval = interval
         self.lookahead = lookahead
         self.limit = limit
+        self.queues = queues
         # The last run hit `limit`: more is waiting, feed again once the scheduler runs dry.
         self.truncated = False
         # Set by the worker when it dropped jobs it could not claim: some may still be due.
@@ -112,7 +122,9 @@ class Feeder(Unit):
     def run_once(self) -> dict[str, int]:
         self.started_at = time.monotonic()
         self.stale = False
-        entries, self.truncated = runnable_jobs(lookahead=self.lookahead, limit=self.limit)
+        entries, self.truncated = runnable_jobs(
+            lookahead=self.lookahead, limit=self.limit, queues=self.queues
+        )
         return {"seen": len(entries), "new": self.sink(entries)}
 
 
@@ -127,8 +139,10 @@ class Rescuer(Unit):
         stuck_after: timedelta,
         worker_timeout: timedelta,
         watched_since: Callable[[], datetime],
+        queues: QueueSelection = ALL_QUEUES,
     ) -> None:
         self.sink = sink
+        self.queues = queues
         self.interval = interval
         self.stuck_after = stuck_after
         self.worker_timeout = worker_timeout
@@ -145,7 +159,7 @@ class Rescuer(Unit):
         pending = [uuid.UUID(job["id"]) for job in rescued if job["status"] == "pending"]
         new = 0
         if pending:
-            entries, _ = runnable_jobs(limit=len(pending), job_ids=pending)
+            entries, _ = runnable_jobs(limit=len(pending), job_ids=pending, queues=self.queues)
             new = self.sink(entries)
         return {"rescued": len(rescued), "new": new}
 

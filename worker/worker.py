@@ -43,6 +43,7 @@ from django.utils import timezone
 from jobs import state
 from jobs.models import Worker as WorkerRow
 from jobs.models import WorkerStatus
+from jobs.queue_names import ALL_QUEUES, QueueSelection
 from jobs.reconnect import Backoff
 from jobs.stats import stats_publisher
 
@@ -93,8 +94,10 @@ class Worker:
         once: bool = False,
         max_jobs: int | None = None,
         rng: random.Random | None = None,
+        queues: QueueSelection = ALL_QUEUES,
     ) -> None:
         self.scheduler_name = scheduler
+        self.queues = queues
         self.scheduler = make_scheduler(scheduler)
         self.concurrency = concurrency or settings.SCHEDULER_CONCURRENCY
         self.prefetch = settings.SCHEDULER_PREFETCH if prefetch is None else prefetch
@@ -110,6 +113,8 @@ class Worker:
         self.listener = Listener(state.RUNNABLE_CHANNEL, self.inbox)
         self.claimed_total = 0
         self.signals = 0
+        # Told of each stop signal the worker gets (runworker passes them to its lanes).
+        self.signal_listeners: list[Callable[[int], None]] = []
         self._later: list[tuple[datetime, int, ScheduledJob]] = []
         self._later_at: dict[uuid.UUID, datetime] = {}
         # Outcomes handed to the completer and not reported yet.
@@ -145,11 +150,12 @@ class Worker:
         for unit in self._background:
             unit.start()
         logger.info(
-            "worker %s started: scheduler=%s concurrency=%d prefetch=%d",
+            "worker %s started: scheduler=%s concurrency=%d prefetch=%d queues=%s",
             self.id,
             self.scheduler_name,
             self.concurrency,
             self.prefetch,
+            self.queues,
         )
         forced = False
         try:
@@ -200,6 +206,7 @@ class Worker:
             # Jobs due before the next feed go on the timer heap, so they start on time.
             lookahead=timedelta(seconds=feed_interval * 1.5),
             limit=settings.SCHEDULER_FEEDER_LIMIT,
+            queues=self.queues,
         )
         rescuer = Rescuer(
             self._offer,
@@ -208,6 +215,7 @@ class Worker:
             stuck_after=timedelta(seconds=settings.SCHEDULER_STUCK_AFTER),
             worker_timeout=timedelta(seconds=worker_timeout),
             watched_since=self._watched_since,
+            queues=self.queues,
         )
         claims = ClaimWatch(self._held_claims, self._lose, interval=min(1.0, heartbeat))
         self._units = [
@@ -227,6 +235,8 @@ class Worker:
             self.signals += 1
             # SimpleQueue.put is reentrant: safe from a signal handler, and it wakes the loop.
             self.inbox.put(("signal", signum))
+            for listener in self.signal_listeners:
+                listener(signum)
 
         return {
             signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)
@@ -292,7 +302,7 @@ class Worker:
             return -1
         if self.once and not busy and not self.scheduler:
             # Make sure nothing became due since the last feed before leaving.
-            entries, _ = runnable_jobs(limit=settings.SCHEDULER_CLAIM_BATCH)
+            entries, _ = runnable_jobs(limit=settings.SCHEDULER_CLAIM_BATCH, queues=self.queues)
             if not self._offer(entries):
                 return -1
             return 0.0
@@ -359,7 +369,8 @@ class Worker:
             if self.processor.lose(job_id) is not None:
                 logger.info("job %s was cancelled while running", job_id)
         elif "id" in message:
-            self._offer([ScheduledJob.from_row(message)])
+            if "queue" not in message or self.queues.serves(message["queue"]):
+                self._offer([ScheduledJob.from_row(message)])
         elif message.get("feed"):
             self._units[2].due = 0.0
 
@@ -401,7 +412,7 @@ class Worker:
         if not popped:
             return
         try:
-            claimed = state.claim(self.id, len(popped), [e.job_id for e in popped])
+            claimed = state.claim(self.id, len(popped), [e.job_id for e in popped], self.queues)
         except _DB_ERRORS:
             for entry in popped:
                 self.scheduler.insert(entry)

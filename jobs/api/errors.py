@@ -22,6 +22,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from jobs.queues import UnknownLimit, UnknownQueue
 from jobs.state import (
     IdempotencyKeyReused,
     InvalidStateError,
@@ -103,7 +104,7 @@ def _envelope_of(exc: Exception) -> tuple[int, str, str, Any] | None:
         return 503, "unavailable", UNAVAILABLE_MESSAGE, {}
     if isinstance(exc, JobValidationError):
         return 400, "validation_error", _validation_message(exc.details), exc.details
-    if isinstance(exc, JobNotFound):
+    if isinstance(exc, JobNotFound | UnknownQueue | UnknownLimit):
         return 404, "not_found", str(exc), {}
     if isinstance(exc, InvalidStateError):
         return 409, "invalid_state", str(exc), {"status": exc.status}

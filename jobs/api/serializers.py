@@ -17,10 +17,11 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from jobs import limits
+from jobs import limits, queue_names
 from jobs.explain import REASONS
 from jobs.filters import InstantError, parse_instant
-from jobs.models import AttemptStatus, JobStatus, RecurInterval
+from jobs.models import AttemptStatus, JobStatus, LimitScope, RecurInterval
+from jobs.queues import MAX_LIMIT, MAX_PERIOD_SECONDS
 
 from .errors import ERROR_CODES
 
@@ -120,6 +121,13 @@ class JobCreateSerializer(RefusesUnknownFields):
         max_length=64,
         help_text="With `cron`: the IANA time zone its slots are read in (default UTC).",
     )
+    queue = serializers.RegexField(
+        queue_names.QUEUE_NAME_PATTERN,
+        required=False,
+        allow_null=True,
+        help_text="The queue the job waits in; absent or null means the one its type names, "
+        f"else `{queue_names.DEFAULT_QUEUE}`. {queue_names.NAME_RULE}",
+    )
 
 
 # The most jobs one POST /jobs/batch creates.
@@ -195,6 +203,7 @@ class JobSerializer(serializers.Serializer):
         child=serializers.UUIDField(),
         help_text="Every job this one waits for, in the order given (`depends_on` is the first).",
     )
+    queue = serializers.CharField()
 
 
 class JobBatchSerializer(serializers.Serializer):
@@ -298,6 +307,67 @@ class ExplanationSerializer(serializers.Serializer):
         "`upstream` (id, type, status each); `live_workers`; `ahead` (counted up to 10,001), "
         "`virtual_deadline`, `newer_jobs_queue_behind_from` (priority -> time)."
     )
+
+
+class QueueSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    paused = serializers.BooleanField(help_text="Its jobs stay pending until it is resumed.")
+    changed_at = serializers.DateTimeField(
+        allow_null=True, help_text="When it was last paused or resumed; null: never."
+    )
+    pending = serializers.IntegerField(help_text="Due or scheduled, not waiting on upstream.")
+    blocked = serializers.IntegerField(help_text="Waiting for upstream jobs.")
+    processing = serializers.IntegerField()
+    retrying = serializers.IntegerField(help_text="Failed, waiting for a retry.")
+    dlq = serializers.IntegerField(help_text="In the dead-letter queue.")
+
+
+class LimitSetSerializer(RefusesUnknownFields):
+    max_running = serializers.IntegerField(
+        required=False, help_text="At most this many running at once."
+    )
+    max_starts = serializers.IntegerField(
+        required=False, help_text="At most this many starts in any `period_seconds`."
+    )
+    period_seconds = serializers.IntegerField(required=False, help_text="With `max_starts`.")
+
+
+def _limit_fields(*names: str) -> dict[str, Any]:
+    bounds = {
+        "max_running": MAX_LIMIT,
+        "max_starts": MAX_LIMIT,
+        "period_seconds": MAX_PERIOD_SECONDS,
+    }
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": list(names),
+        "properties": {
+            name: {"type": "integer", "minimum": 1, "maximum": bounds[name]} for name in names
+        },
+    }
+
+
+# The body of PUT /limits/{scope}/{name} as the rules are: a number running, a number of
+# starts per period, or both; `max_starts` and `period_seconds` go together.
+LIMIT_SET_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        _limit_fields("max_running"),
+        _limit_fields("max_starts", "period_seconds"),
+        _limit_fields("max_running", "max_starts", "period_seconds"),
+    ]
+}
+
+
+class LimitSerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=LimitScope.choices)
+    name = serializers.CharField(help_text="The job type or queue limited.")
+    max_running = serializers.IntegerField(allow_null=True)
+    max_starts = serializers.IntegerField(allow_null=True)
+    period_seconds = serializers.IntegerField(allow_null=True)
+    running = serializers.IntegerField(help_text="Its jobs running now.")
+    recent_starts = serializers.IntegerField(help_text="Its starts in the last period_seconds.")
+    updated_at = serializers.DateTimeField()
 
 
 class PurgedSerializer(serializers.Serializer):

@@ -26,9 +26,11 @@ from rest_framework.reverse import reverse
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from jobs import graph, metrics, state
+from jobs import graph, metrics, queues, state
 from jobs.explain import explain
-from jobs.representation import represent_job
+from jobs.models import LimitScope
+from jobs.queue_names import QUEUE_NAME_PATTERN
+from jobs.representation import format_time, represent_job
 from jobs.schedules import get_schedule, represent_schedule, schedule_list
 from jobs.selectors import job_attempts, job_list
 from jobs.state import JobObject
@@ -49,6 +51,7 @@ from .schema import (
     list_parameters,
 )
 from .serializers import (
+    LIMIT_SET_SCHEMA,
     AttemptSerializer,
     ExplanationSerializer,
     HealthSerializer,
@@ -58,7 +61,10 @@ from .serializers import (
     JobGraphSerializer,
     JobPageSerializer,
     JobSerializer,
+    LimitSerializer,
+    LimitSetSerializer,
     PurgedSerializer,
+    QueueSerializer,
     SchedulePageSerializer,
     ScheduleSerializer,
     StatsSerializer,
@@ -67,6 +73,7 @@ from .serializers import (
 
 JOBS_TAG = ["jobs"]
 SCHEDULES_TAG = ["schedules"]
+QUEUES_TAG = ["queues"]
 
 
 def parse_job_id(raw: str) -> uuid.UUID:
@@ -303,14 +310,33 @@ def job_action_schema(
         if no_content is None
         else {204: OpenApiResponse(description=no_content)}
     )
+    return action_schema(
+        f"jobs_{action}",
+        JOBS_TAG,
+        JOB_ID_PARAMETER,
+        summary,
+        description,
+        {**done, **error_responses(400, 404, 409, *WRITE_ERRORS)},
+    )
+
+
+def action_schema(
+    operation_id: str,
+    tags: list[str],
+    parameter: OpenApiParameter,
+    summary: str,
+    description: str,
+    responses: dict[int, Any],
+) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """The schema of an action on one thing named in the path: no body, `responses`."""
     return extend_schema(
-        operation_id=f"jobs_{action}",
-        tags=JOBS_TAG,
+        operation_id=operation_id,
+        tags=tags,
         summary=summary,
         description=description,
-        parameters=[JOB_ID_PARAMETER],
+        parameters=[parameter],
         request=None,
-        responses={**done, **error_responses(400, 404, 409, *WRITE_ERRORS)},
+        responses=responses,
     )
 
 
@@ -438,6 +464,147 @@ class ScheduleResumeView(ApiView):
     def post(self, request: Request, schedule_id: str) -> Response:
         state.resume_schedule(parse_job_id(schedule_id))
         return Response(_schedule(schedule_id))
+
+
+QUEUE_NAME_PARAMETER = OpenApiParameter(
+    "name", str, OpenApiParameter.PATH, description="A queue name.", pattern=QUEUE_NAME_PATTERN
+)
+
+
+def represent_queue(queue: dict[str, Any]) -> dict[str, Any]:
+    return {**queue, "changed_at": format_time(queue["changed_at"])}
+
+
+class QueueListView(ApiView):
+    @extend_schema(
+        operation_id="queues_list",
+        tags=QUEUES_TAG,
+        summary="List the queues",
+        description="Every queue that has unfinished jobs or was ever paused or resumed, and "
+        "`default`, by name, with its unfinished jobs counted by state.",
+        responses={200: QueueSerializer(many=True), **error_responses(*READ_ERRORS)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response([represent_queue(queue) for queue in queues.queue_overviews()])
+
+
+class QueueDetailView(ApiView):
+    @extend_schema(
+        operation_id="queues_retrieve",
+        tags=QUEUES_TAG,
+        summary="Get a queue",
+        parameters=[QUEUE_NAME_PARAMETER],
+        responses={200: QueueSerializer, **error_responses(404, *READ_ERRORS)},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        return Response(represent_queue(queues.queue_overview(name)))
+
+
+def queue_action_schema(
+    action: str, summary: str, description: str
+) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    return action_schema(
+        f"queues_{action}",
+        QUEUES_TAG,
+        QUEUE_NAME_PARAMETER,
+        summary,
+        description,
+        {200: QueueSerializer, **error_responses(400, *WRITE_ERRORS)},
+    )
+
+
+class QueuePauseView(ApiView):
+    @queue_action_schema(
+        "pause",
+        "Pause a queue",
+        "No worker starts its jobs from the commit on; they stay pending, shown as paused. "
+        "Running jobs finish. Pausing a paused queue changes nothing; a queue no job names "
+        "yet may be paused before its jobs arrive.",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        return Response(represent_queue(queues.pause(name)))
+
+
+class QueueResumeView(ApiView):
+    @queue_action_schema(
+        "resume",
+        "Resume a queue",
+        "Workers load its jobs at once. Resuming a running queue changes nothing.",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        return Response(represent_queue(queues.resume(name)))
+
+
+LIMITS_TAG = ["limits"]
+LIMIT_PARAMETERS = [
+    OpenApiParameter(
+        "scope", str, OpenApiParameter.PATH, enum=LimitScope.values, description="What it limits."
+    ),
+    OpenApiParameter(
+        "name",
+        str,
+        OpenApiParameter.PATH,
+        description="A job type or queue name.",
+        pattern=QUEUE_NAME_PATTERN,
+    ),
+]
+
+
+def represent_limit(limit: dict[str, Any]) -> dict[str, Any]:
+    return {**limit, "updated_at": format_time(limit["updated_at"])}
+
+
+class LimitListView(ApiView):
+    @extend_schema(
+        operation_id="limits_list",
+        tags=LIMITS_TAG,
+        summary="List the limits, with their current use",
+        description="Limits hold across all workers, enforced where jobs are claimed.",
+        responses={200: LimitSerializer(many=True), **error_responses(*READ_ERRORS)},
+    )
+    def get(self, request: Request) -> Response:
+        return Response([represent_limit(limit) for limit in queues.limit_usages()])
+
+
+class LimitDetailView(ApiView):
+    @extend_schema(
+        operation_id="limits_retrieve",
+        tags=LIMITS_TAG,
+        summary="Get a limit with its current use",
+        parameters=LIMIT_PARAMETERS,
+        responses={200: LimitSerializer, **error_responses(404, *READ_ERRORS)},
+    )
+    def get(self, request: Request, scope: str, name: str) -> Response:
+        return Response(represent_limit(queues.limit_usage(scope, name)))
+
+    @extend_schema(
+        operation_id="limits_set",
+        tags=LIMITS_TAG,
+        summary="Set the limit on a job type or a queue",
+        description="Creates or replaces it: at most `max_running` of its jobs running at "
+        "once, at most `max_starts` starts in any `period_seconds`, or both. From the next "
+        "claim on, on every worker; jobs running over a lowered limit finish.",
+        parameters=LIMIT_PARAMETERS,
+        request={"application/json": LIMIT_SET_SCHEMA},
+        responses={200: LimitSerializer, **error_responses(400, 415, *WRITE_ERRORS)},
+    )
+    def put(self, request: Request, scope: str, name: str) -> Response:
+        serializer = LimitSetSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        limit = queues.set_limit(scope, name, **serializer.validated_data)
+        return Response(represent_limit(limit))
+
+    @extend_schema(
+        operation_id="limits_remove",
+        tags=LIMITS_TAG,
+        summary="Remove the limit on a job type or a queue",
+        description="Removing a limit that does not exist changes nothing.",
+        parameters=LIMIT_PARAMETERS,
+        responses={204: OpenApiResponse(description="Removed."), **error_responses(*WRITE_ERRORS)},
+    )
+    def delete(self, request: Request, scope: str, name: str) -> Response:
+        queues.remove_limit(scope, name)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class HealthView(APIView):

@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 
 from jobs import limits
-from jobs.models import RecurInterval, Theme, UserPreference
+from jobs.models import LimitScope, RecurInterval, Theme, UserPreference
 from jobs.registry import registry
 from jobs.webhooks import DELIVERABLE_EVENT_TYPES
 
@@ -144,3 +144,11 @@ class WebhookForm(forms.Form):
         help_text="Deliveries carry an HMAC-SHA256 signature made with it.",
         widget=forms.TextInput(attrs={"autocomplete": "off", "class": "mono"}),
     )
+
+
+class LimitForm(forms.Form):
+    scope = forms.ChoiceField(choices=LimitScope.choices, label="Limit the jobs of")
+    name = forms.CharField(label="Named", help_text="A job type or a queue name.")
+    max_running = forms.IntegerField(label="At most running at once", required=False)
+    max_starts = forms.IntegerField(label="At most starts", required=False)
+    period_seconds = forms.IntegerField(label="Per seconds", required=False)

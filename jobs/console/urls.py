@@ -44,6 +44,11 @@ urlpatterns = [
         )
         for action in ("pause", "resume")
     ),
+    path("queues", views.queues_page, name="queues"),
+    path("queues/<str:name>/pause", views.queue_pause, {"paused": True}, name="queue-pause"),
+    path("queues/<str:name>/resume", views.queue_pause, {"paused": False}, name="queue-resume"),
+    path("limits", views.limit_set, name="limit-set"),
+    path("limits/<str:scope>/<str:name>/remove", views.limit_remove, name="limit-remove"),
     path("settings", views.settings_page, name="settings"),
     path("settings/preferences", views.save_preferences, name="preferences"),
     path("settings/webhooks", views.webhook_create, name="webhook-create"),

@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from jobs import audit, bulk, display, state, webhooks
+from jobs import audit, bulk, display, queues, state, webhooks
 from jobs.display import Action
 from jobs.explain import explain
 from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME_FIELDS, JobFilter
@@ -37,7 +37,14 @@ from jobs.selectors import BoundedCountPaginator
 
 from . import charts, selectors
 from .access import ConsoleRequest, console_view, page, refuse, user_time_zone
-from .forms import PRIORITY_CHOICES, CreateJobForm, PreferenceForm, WebhookForm, add_details
+from .forms import (
+    PRIORITY_CHOICES,
+    CreateJobForm,
+    LimitForm,
+    PreferenceForm,
+    WebhookForm,
+    add_details,
+)
 from .graph_svg import graph_svg
 
 POST = ("POST",)
@@ -101,7 +108,9 @@ _ORDERING_LABELS = {"virtual_deadline": "run order (virtual deadline)"}
 
 
 def _ledger_filter(request: ConsoleRequest) -> JobFilter:
-    return JobFilter(_filter_params(request.GET), queryset=Job.objects.all())
+    return JobFilter(
+        _filter_params(request.GET), queryset=display.with_queue_paused(Job.objects.all())
+    )
 
 
 @console_view()
@@ -690,3 +699,61 @@ def audit_log(request: ConsoleRequest) -> HttpResponse:
             "retention": selectors.audit_retention(),
         },
     )
+
+
+# --- queues and limits -------------------------------------------------------------------------
+
+
+def _queues_page(
+    request: ConsoleRequest, *, limit_form: LimitForm | None = None, status: int = 200
+) -> HttpResponse:
+    return page(
+        request,
+        "console/queues.html",
+        {
+            "queues": queues.queue_overviews(),
+            "limits": queues.limit_usages(),
+            "limit_form": limit_form or LimitForm(),
+        },
+        status=status,
+    )
+
+
+@console_view()
+def queues_page(request: ConsoleRequest) -> HttpResponse:
+    return _queues_page(request)
+
+
+@console_view(methods=POST, operator=True)
+def queue_pause(request: ConsoleRequest, name: str, paused: bool) -> HttpResponse:
+    try:
+        (queues.pause if paused else queues.resume)(name)
+    except state.JobValidationError as error:
+        messages.error(request, " ".join(m for ms in error.details.values() for m in ms))
+    else:
+        if paused:
+            messages.success(request, f"Queue {name} paused: its jobs stay pending.")
+        else:
+            messages.success(request, f"Queue {name} resumed.")
+    return redirect("console:queues")
+
+
+@console_view(methods=POST, operator=True)
+def limit_set(request: ConsoleRequest) -> HttpResponse:
+    form = LimitForm(request.POST)
+    if form.is_valid():
+        try:
+            queues.set_limit(**form.cleaned_data)
+        except state.JobValidationError as error:
+            add_details(form, error.details)
+        else:
+            messages.success(request, "Limit saved; every worker follows it from its next claim.")
+            return redirect(reverse("console:queues") + "#limits")
+    return _queues_page(request, limit_form=form, status=400)
+
+
+@console_view(methods=POST, operator=True)
+def limit_remove(request: ConsoleRequest, scope: str, name: str) -> HttpResponse:
+    queues.remove_limit(scope, name)
+    messages.success(request, f"Limit on {scope} {name} removed.")
+    return redirect(reverse("console:queues") + "#limits")

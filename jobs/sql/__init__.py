@@ -44,7 +44,8 @@ def apply_schema(apps: Any, schema_editor: Any) -> None:
     """A migration's RunPython: (re)create every function of `schema.sql`."""
     with schema_editor.connection.cursor() as cursor:
         # An early migration applies today's file, whose functions may read columns that a
-        # later migration adds: bodies are checked when first called, as pg_dump restores.
+        # later migration adds: bodies are checked when first called, as pg_dump restores
+        # (and the migration that adds a column applies the file again).
         # No parameters: the driver sends the file as one multi-statement script, which runs
         # as one transaction even in a non-atomic migration, so SET LOCAL covers it all.
         cursor.execute("SET LOCAL check_function_bodies = off;\n" + schema())

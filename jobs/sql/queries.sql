@@ -10,33 +10,59 @@
 -- the token and the API job object as text, which its `job.started` event reuses.
 -- The WHERE clause is the claimable index's predicate and the ORDER BY its key, so the
 -- planner reads that index's first entries and stops, whatever its statistics say.
+-- Only jobs of the worker's queues (`queues`, NULL: all; never `other_queues`) and of no
+-- paused queue: a pause is exact from its commit on, whatever a worker holds in memory.
+-- Jobs under a limit (`job_limits`) are claimed only up to the room each limit has left
+-- (`scheduler_limit_room`, most urgent first); the others stay pending, locked until this
+-- transaction ends. With no limit on any job of the batch, that costs no lock and no count.
 WITH due AS (
-    SELECT id
+    SELECT id, type, queue, virtual_deadline, created_at
     FROM jobs
     WHERE status IN ('pending', 'failed')
       AND NOT in_dlq
       AND pending_dependencies = 0
       AND run_at <= now()
       AND (%(job_ids)s::uuid[] IS NULL OR id = ANY(%(job_ids)s::uuid[]))
+      AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+      AND queue <> ALL (%(other_queues)s::text[])
+      AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = jobs.queue AND q.paused)
     ORDER BY virtual_deadline, created_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), limited AS (
+    SELECT due.id, l.limit_id, l.counts_starts,
+           row_number() OVER (PARTITION BY l.limit_id
+                              ORDER BY due.virtual_deadline, due.created_at, due.id) AS place
+    FROM due CROSS JOIN LATERAL scheduler_limits_of(due.type, due.queue) AS l
+    WHERE EXISTS (SELECT 1 FROM job_limits)
+), room AS (
+    SELECT r.* FROM scheduler_limit_room(ARRAY(SELECT DISTINCT limit_id FROM limited)) AS r
+    WHERE EXISTS (SELECT 1 FROM limited)
+), held_back AS (
+    SELECT limited.id FROM limited JOIN room USING (limit_id) WHERE limited.place > room.room
 ), claimed AS (
     UPDATE jobs AS j
     SET status = 'processing',
         attempt_count = j.attempt_count + 1,
-        started_at = now(),
+        -- Under a limit, the clock its starts are counted at.
+        started_at = coalesce((SELECT max(at) FROM room), now()),
         updated_at = now(),
         next_retry_at = NULL,
         worker_id = %(worker_id)s,
         current_attempt_id = gen_random_uuid()
     FROM due
-    WHERE j.id = due.id
+    WHERE j.id = due.id AND j.id NOT IN (SELECT id FROM held_back)
     RETURNING j.*
 ), opened AS (
     INSERT INTO job_attempts (id, job_id, attempt_number, status, started_at, worker_id)
     SELECT current_attempt_id, id, attempt_count, 'running', started_at, worker_id
     FROM claimed
+), started AS (
+    INSERT INTO job_limit_starts (limit_id, started_at, n)
+    SELECT limited.limit_id, room.at, count(*)
+    FROM claimed JOIN limited ON limited.id = claimed.id JOIN room USING (limit_id)
+    WHERE limited.counts_starts
+    GROUP BY limited.limit_id, room.at
 )
 SELECT c.current_attempt_id, scheduler_job_object(ROW(c.*)::jobs)::text AS job
 FROM claimed c
@@ -81,11 +107,11 @@ FROM done d CROSS JOIN closed;
 -- The next run of each recurring job in `job_ids`, at the matching `run_at` (computed by its
 -- recurrence, `jobs.recurrence`). Once only: `previous_run_id` is unique, and so is a
 -- schedule's slot, so a second completion report of the same run creates nothing.
-INSERT INTO jobs AS new (id, type, payload, priority, status, attempt_count, max_retries,
+INSERT INTO jobs AS new (id, type, queue, payload, priority, status, attempt_count, max_retries,
                          scheduled_at, recur_interval, in_dlq, created_at, updated_at,
                          run_at, virtual_deadline, pending_dependencies, previous_run_id,
                          schedule_id)
-SELECT gen_random_uuid(), j.type, j.payload, j.priority, 'pending', 0, j.max_retries,
+SELECT gen_random_uuid(), j.type, j.queue, j.payload, j.priority, 'pending', 0, j.max_retries,
        n.run_at, j.recur_interval, false, now(), now(),
        n.run_at, scheduler_virtual_deadline(j.priority, n.run_at), 0, j.id, j.schedule_id
 FROM unnest(%(job_ids)s::uuid[], %(run_at)s::timestamptz[]) AS n(previous_id, run_at)
@@ -104,10 +130,10 @@ FOR SHARE;
 -- name: create_schedule_runs
 -- A run of each of `schedule_ids` at the matching slot `run_at` (a new or resumed schedule),
 -- unless it is paused or a run of it is waiting or running; a slot is created once.
-INSERT INTO jobs AS new (id, type, payload, priority, status, attempt_count, max_retries,
-                         scheduled_at, in_dlq, created_at, updated_at, run_at,
+INSERT INTO jobs AS new (id, type, queue, payload, priority, status, attempt_count,
+                         max_retries, scheduled_at, in_dlq, created_at, updated_at, run_at,
                          virtual_deadline, pending_dependencies, schedule_id)
-SELECT gen_random_uuid(), s.type, s.payload, s.priority, 'pending', 0, s.max_retries,
+SELECT gen_random_uuid(), s.type, s.queue, s.payload, s.priority, 'pending', 0, s.max_retries,
        n.run_at, false, now(), now(), n.run_at,
        scheduler_virtual_deadline(s.priority, n.run_at), 0, s.id
 FROM unnest(%(schedule_ids)s::uuid[], %(run_at)s::timestamptz[]) AS n(schedule_id, run_at)
@@ -329,10 +355,10 @@ WHERE EXISTS (SELECT 1 FROM jobs
 -- Its object names no dependency: a dependent job's edge is written after the row, and
 -- `enqueue` reads that job's object again.
 WITH new AS (
-    INSERT INTO jobs (id, type, payload, priority, status, attempt_count, max_retries,
+    INSERT INTO jobs (id, type, queue, payload, priority, status, attempt_count, max_retries,
                       scheduled_at, recur_interval, in_dlq, created_at, updated_at,
                       run_at, virtual_deadline, pending_dependencies)
-    VALUES (gen_random_uuid(), %(type)s, %(payload)s, %(priority)s, 'pending', 0,
+    VALUES (gen_random_uuid(), %(type)s, %(queue)s, %(payload)s, %(priority)s, 'pending', 0,
             %(max_retries)s, %(run_at)s, %(recur_interval)s, false, %(now)s, %(now)s,
             %(run_at)s, scheduler_virtual_deadline(%(priority)s, %(run_at)s),
             %(pending_dependencies)s)
@@ -340,7 +366,8 @@ WITH new AS (
 ), woken AS (
     SELECT pg_notify(%(channel)s, json_build_object('id', id, 'priority', priority,
                                                     'run_at', run_at,
-                                                    'created_at', created_at)::text)
+                                                    'created_at', created_at,
+                                                    'queue', queue)::text)
     FROM new
     WHERE pending_dependencies = 0
 )
@@ -350,17 +377,17 @@ FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified;
 -- name: create_jobs
 -- Create many independent jobs in one statement (`jobs.state.enqueue_many`), in the order
 -- given, and wake the listening workers once with `feed` (they read what is runnable).
--- `jobs` is one JSON array of {type, payload, priority, max_retries, run_at, recur_interval}
+-- `jobs` is one JSON array of {type, queue, payload, priority, max_retries, run_at, recur_interval}
 -- (`run_at` null: now): one parameter, encoded in one call, rather than six arrays.
 WITH new AS (
-    INSERT INTO jobs (id, type, payload, priority, status, attempt_count, max_retries,
+    INSERT INTO jobs (id, type, queue, payload, priority, status, attempt_count, max_retries,
                       scheduled_at, recur_interval, in_dlq, created_at, updated_at,
                       run_at, virtual_deadline, pending_dependencies)
-    SELECT gen_random_uuid(), s.type, s.payload, s.priority, 'pending', 0, s.max_retries,
+    SELECT gen_random_uuid(), s.type, s.queue, s.payload, s.priority, 'pending', 0, s.max_retries,
            s.run_at, s.recur_interval, false, %(now)s, %(now)s,
            s.run_at, scheduler_virtual_deadline(s.priority, s.run_at), 0
     FROM (
-        SELECT job->>'type' AS type, job->'payload' AS payload,
+        SELECT job->>'type' AS type, job->>'queue' AS queue, job->'payload' AS payload,
                (job->>'priority')::integer AS priority,
                (job->>'max_retries')::integer AS max_retries,
                coalesce((job->>'run_at')::timestamptz, %(now)s) AS run_at,
@@ -408,7 +435,8 @@ SELECT pg_notify(%(channel)s, payload) FROM unnest(%(payloads)s::text[]) AS payl
 
 -- name: runnable_jobs
 -- The worker's feeder: runnable jobs due before `horizon` (or only `job_ids`), with what the
--- in-memory scheduler orders them by. The claimable index serves it in order.
+-- in-memory scheduler orders them by. The claimable index serves it in order. The queues
+-- are those of `claim_jobs`.
 SELECT id, priority, run_at, created_at
 FROM jobs
 WHERE status IN ('pending', 'failed')
@@ -416,6 +444,9 @@ WHERE status IN ('pending', 'failed')
   AND pending_dependencies = 0
   AND run_at <= %(horizon)s
   AND (%(job_ids)s::uuid[] IS NULL OR id = ANY(%(job_ids)s::uuid[]))
+  AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+  AND queue <> ALL (%(other_queues)s::text[])
+  AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = jobs.queue AND q.paused)
 ORDER BY virtual_deadline, created_at, id
 LIMIT %(limit)s;
 

@@ -56,7 +56,8 @@ $$ SELECT json_build_object(
        'last_error', j.last_error, 'result', j.result, 'worker_id', j.worker_id,
        'schedule_id', j.schedule_id,
        'upstream_ids', coalesce((SELECT array_agg(dep.depends_on_id ORDER BY dep.id)
-                                 FROM job_dependencies dep WHERE dep.job_id = j.id), '{}')) $$;
+                                 FROM job_dependencies dep WHERE dep.job_id = j.id), '{}'),
+       'queue', j.queue) $$;
 
 -- The job object of a row, its dependency read from `job_dependencies`. A statement that
 -- knows the job has none (a job it just created without one) calls the form above.
@@ -264,7 +265,7 @@ $$ SELECT coalesce((SELECT min(b) FROM unnest(scheduler_metric_buckets()) AS b W
 -- The queue a job's metrics are counted under.
 CREATE OR REPLACE FUNCTION scheduler_metric_queue(j jobs) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT 'default'::text $$;
+$$ SELECT j.queue $$;
 
 -- How long each closed attempt ran, by outcome (succeeded, failed).
 CREATE OR REPLACE FUNCTION scheduler_metric_attempts() RETURNS trigger
@@ -284,3 +285,53 @@ END $$;
 CREATE OR REPLACE TRIGGER job_attempts_metric_updates AFTER UPDATE ON job_attempts
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION scheduler_metric_attempts();
+
+-- Room under each of `limit_ids` (`job_limits`): how many more of its jobs may start now,
+-- and the clock the claim records their starts at. Exact under concurrent claims: each
+-- limit's transaction-level advisory lock is taken first (in id order, so two claims never
+-- wait on each other in a circle), and the counts are made after it by statements of their
+-- own. In READ COMMITTED each statement of a VOLATILE function takes a new snapshot, so the
+-- counts see every claim committed by the lock's previous holders (a claim holds the lock
+-- until its transaction ends), and the clock is later than every start they recorded: the
+-- starts of one limit are recorded in lock order, and at most `max_starts` fall in any
+-- window of `period_seconds`. A job under two limits is ranked against each; the room it
+-- takes under one is not given back when the other holds it back (never over, sometimes
+-- under). Starts older than the period are deleted here, under the lock.
+CREATE OR REPLACE FUNCTION scheduler_limit_room(limit_ids bigint[])
+RETURNS TABLE (limit_id bigint, room bigint, at timestamptz)
+LANGUAGE plpgsql VOLATILE AS
+$$
+DECLARE
+    l record;
+    used bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('scheduler_limit'), ids.id::integer)
+    FROM (SELECT DISTINCT id FROM unnest(limit_ids) AS id ORDER BY id) AS ids;
+    at := clock_timestamp();
+    FOR l IN SELECT * FROM job_limits WHERE id = ANY(limit_ids) ORDER BY id LOOP
+        limit_id := l.id;
+        room := NULL;
+        IF l.max_running IS NOT NULL THEN
+            SELECT count(*) INTO used FROM jobs j
+            WHERE j.status = 'processing'
+              AND CASE l.scope WHEN 'type' THEN j.type = l.name ELSE j.queue = l.name END;
+            room := l.max_running - used;
+        END IF;
+        IF l.max_starts IS NOT NULL THEN
+            DELETE FROM job_limit_starts s
+            WHERE s.limit_id = l.id AND s.started_at <= at - l.period_seconds * interval '1 second';
+            SELECT coalesce(sum(s.n), 0) INTO used FROM job_limit_starts s WHERE s.limit_id = l.id;
+            room := least(room, l.max_starts - used);
+        END IF;
+        room := greatest(room, 0);
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- The limits a job of `job_type` in `job_queue` is under, and whether each counts starts.
+CREATE OR REPLACE FUNCTION scheduler_limits_of(job_type text, job_queue text)
+RETURNS TABLE (limit_id bigint, counts_starts boolean)
+LANGUAGE sql STABLE AS
+$$ SELECT id, max_starts IS NOT NULL FROM job_limits
+   WHERE (scope = 'type' AND name = job_type) OR (scope = 'queue' AND name = job_queue) $$;

@@ -52,7 +52,9 @@
     var names = Object.keys(STATES);
     for (var i = 0; i < names.length; i++) {
       var row = STATES[names[i]];
-      if (row.status === job.status && row.in_dlq === Boolean(job.in_dlq) && row.blocked === blocked) {
+      // Nor whether its queue is paused: an event's pending job shows as pending.
+      if (row.status === job.status && row.in_dlq === Boolean(job.in_dlq) && row.blocked === blocked &&
+          !row.paused) {
         return names[i];
       }
     }

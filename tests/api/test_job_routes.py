@@ -22,7 +22,7 @@ JOB_FIELDS = {
     "id", "type", "payload", "priority", "status", "attempt_count", "max_retries",
     "scheduled_at", "recur_interval", "depends_on", "in_dlq", "created_at", "updated_at",
     "started_at", "completed_at", "cancelled_at", "next_retry_at", "last_error", "result",
-    "worker_id", "schedule_id", "upstream_ids",
+    "worker_id", "schedule_id", "upstream_ids", "queue",
 }  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from jobs import state
+from jobs import queues, state
 from jobs.models import Job, Worker
 
 
@@ -82,9 +82,15 @@ def _processing() -> dict[str, Any]:
 
 
 # A new job in each display state of jobs/display.py, by name.
+def _paused() -> dict[str, Any]:
+    queues.pause("held")
+    return state.enqueue("noop", {}, priority=2, queue="held")
+
+
 NEW_JOB_IN: dict[str, Callable[[], dict[str, Any]]] = {
     "pending": lambda: state.enqueue("noop", {}, priority=2),
     "blocked": _blocked,
+    "paused": _paused,
     "processing": _processing,
     "completed": completed,
     "retrying": lambda: failed_once(max_retries=3),

@@ -12,8 +12,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from jobs import state
-from jobs.models import Job, JobStatus, UserPreference, Webhook
+from jobs import queues, state
+from jobs.models import Job, JobStatus, Limit, UserPreference, Webhook
 
 from .helpers import completed, dead_letter, make_worker, start
 
@@ -561,3 +561,41 @@ def test_ledger_shows_a_time_filter_out_of_range_next_to_its_field(
     body = text(response)
     assert "scheduled_before: Out of range" in body
     assert "created_after: Out of range" in body
+
+
+# --- queues and limits ------------------------------------------------------------------------
+
+
+def test_an_operator_pauses_a_queue_and_its_jobs_show_as_paused(as_operator) -> None:
+    job = state.enqueue("noop", {}, queue="emails")
+    response = as_operator.post("/queues/emails/pause", follow=True)
+    assert "Queue emails paused" in text(response)
+    assert 'class="pill pill-paused"' in text(response)
+    assert 'class="pill pill-paused"' in text(as_operator.get(f"/jobs/{job['id']}"))
+    assert 'class="pill pill-paused"' in text(as_operator.get("/jobs?queue=emails"))
+    assert "Queue emails resumed" in text(as_operator.post("/queues/emails/resume", follow=True))
+    assert queues.paused_queues() == set()
+
+
+def test_limits_show_their_use_and_an_operator_sets_and_removes_them(as_operator) -> None:
+    queues.set_limit("queue", "bulk", max_running=3)
+    page = text(as_operator.get("/queues"))
+    assert "0 of 3 running" in page
+    response = as_operator.post(
+        "/limits",
+        {"scope": "type", "name": "noop", "max_starts": "10", "period_seconds": "60"},
+        follow=True,
+    )
+    assert "0 of 10 starts in the last 60 s" in text(response)
+    refused = as_operator.post("/limits", {"scope": "type", "name": "noop", "max_starts": "5"})
+    assert refused.status_code == 400
+    assert "max_starts and period_seconds go together" in text(refused)
+    as_operator.post("/limits/queue/bulk/remove")
+    assert list(Limit.objects.values_list("name", flat=True)) == ["noop"]
+
+
+def test_a_viewer_sees_queues_and_limits_but_cannot_act(as_viewer) -> None:
+    state.enqueue("noop", {}, queue="emails")
+    page = text(as_viewer.get("/queues"))
+    assert "emails" in page and "/queues/emails/pause" not in page and "Save limit" not in page
+    assert as_viewer.post("/queues/emails/pause").status_code == 403

@@ -146,6 +146,8 @@ def typed(job: JobContext[Any]) -> dict[str, Any]:
 
 HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "record_run": (record_run, {}),
+    # The same under another type name, for limits on a type.
+    "record_rated": (record_run, {}),
     "count_run": (count_run, {}),
     "wait_for_cancel": (wait_for_cancel, {}),
     "sleep": (sleep, {}),

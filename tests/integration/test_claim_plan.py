@@ -4,12 +4,14 @@ every job had finished, then a burst). EXPLAIN shows the plan in each state."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.db import connection
 
+from jobs.queue_names import ALL_QUEUES
 from jobs.sql import query
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -97,7 +99,8 @@ def scans_of_jobs(plan: dict[str, Any]) -> list[tuple[str, str | None]]:
 def claim_select() -> str:
     """The claim's choice of jobs: the first CTE of `claim_jobs`."""
     claim = query("claim_jobs")
-    return claim[claim.index("WITH due AS (") + len("WITH due AS (") : claim.index("), claimed AS")]
+    start = claim.index("WITH due AS (") + len("WITH due AS (")
+    return claim[start : re.compile(r"\n\), \w+ AS \(").search(claim, start).start()]
 
 
 STATES = [never_analyzed, analyzed_empty_then_burst, stale, analyzed]
@@ -106,7 +109,7 @@ STATES = [never_analyzed, analyzed_empty_then_burst, stale, analyzed]
 @pytest.mark.parametrize("make_state", STATES, ids=lambda f: f.__name__)
 def test_the_claim_walks_the_claimable_index_in_claim_order(make_state) -> None:
     make_state()
-    plan = plan_of(claim_select(), {"job_ids": None, "limit": 250})
+    plan = plan_of(claim_select(), {"job_ids": None, "limit": 250, **ALL_QUEUES.params()})
     assert scans_of_jobs(plan) == [("Index Scan", "jobs_claimable_idx")]
     # The index is in claim order: the first 250 entries are the claim, nothing is sorted.
     assert "Sort" not in {node["Node Type"] for node in nodes(plan)}
@@ -116,7 +119,7 @@ def test_the_claim_walks_the_claimable_index_in_claim_order(make_state) -> None:
 def test_a_claim_by_id_never_scans_the_table(make_state) -> None:
     make_state()
     ids = [row[0] for row in execute("SELECT id FROM jobs ORDER BY virtual_deadline LIMIT 250")]
-    plan = plan_of(claim_select(), {"job_ids": ids, "limit": 250})
+    plan = plan_of(claim_select(), {"job_ids": ids, "limit": 250, **ALL_QUEUES.params()})
     (scan,) = scans_of_jobs(plan)
     # Through the claimable index in claim order, or 250 lookups by primary key when the
     # statistics are right (the planner's choice; either reads only those rows' pages).

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import signal
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
+from jobs.queue_names import QueueSelection, name_errors
 from worker.schedulers import SCHEDULERS
 from worker.worker import Worker
 
@@ -17,6 +23,25 @@ def positive_int(value: str) -> int:
     if number < 1:
         raise ValueError(value)
     return number
+
+
+def queue_list(value: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    for name in names:
+        if wrong := name_errors(name):
+            raise argparse.ArgumentTypeError(f"{name!r}: {wrong[0]}")
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one queue")
+    return names
+
+
+def queue_slots(value: str) -> tuple[str, int]:
+    name, _, slots = value.partition("=")
+    queue_list(name)
+    try:
+        return name.strip(), positive_int(slots)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: write NAME=N, N handler slots") from None
 
 
 class Command(BaseCommand):
@@ -42,24 +67,92 @@ class Command(BaseCommand):
             help="Claimed jobs held beyond the busy threads, waiting for a free one "
             "(default: SCHEDULER_PREFETCH).",
         )
+        parser.add_argument(
+            "--queues",
+            type=queue_list,
+            default=None,
+            help="Serve only these queues, comma-separated (default: every queue).",
+        )
+        parser.add_argument(
+            "--queue",
+            type=queue_slots,
+            action="append",
+            default=[],
+            metavar="NAME=N",
+            help="Give a queue N handler slots of its own (a worker process of its own, "
+            "started and stopped with this one); the other slots never run its jobs. "
+            "Repeatable.",
+        )
         parser.add_argument("--once", action="store_true", help="Run what is due now, then exit.")
         parser.add_argument(
             "--max-jobs", type=positive_int, default=None, help="Exit after running N jobs."
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        dedicated = dict(options["queue"])
+        if options["queues"] is not None and set(options["queues"]) & set(dedicated):
+            raise CommandError("a queue given its own slots with --queue is not also in --queues")
         # A worker holds a fixed set of connections for its whole life: its loop's and its
         # listener's, plus one per running handler that queries, closed when it returns.
         # A pool (settings: for web processes) would only keep more of them open, idle.
         connection.close()
         connection.settings_dict["OPTIONS"].pop("pool", None)
+        children = [self._start_lane(name, slots, options) for name, slots in dedicated.items()]
         worker = Worker(
             scheduler=options["scheduler"],
             concurrency=options["concurrency"],
             prefetch=options["prefetch"],
             once=options["once"],
             max_jobs=options["max_jobs"],
+            queues=QueueSelection(options["queues"], tuple(dedicated)),
         )
-        code = worker.run()
+        worker.signal_listeners.append(lambda signum: _pass_on(signum, children))
+        try:
+            code = worker.run()
+        except BaseException:
+            _pass_on(signal.SIGTERM, children)
+            raise
+        finally:
+            codes = [child.wait() for child in children]
+        code = max([code, *codes])
         if code:
             sys.exit(code)
+
+    @staticmethod
+    def _start_lane(name: str, slots: int, options: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """A worker process serving only `name`, with `slots` handler slots."""
+        command = [
+            sys.executable,
+            str(Path(settings.BASE_DIR) / "manage.py"),
+            "runworker",
+            "--scheduler",
+            options["scheduler"],
+            "--concurrency",
+            str(slots),
+            "--queues",
+            name,
+        ]
+        if options["once"]:
+            command.append("--once")
+        if options["max_jobs"] is not None:
+            command += ["--max-jobs", str(options["max_jobs"])]
+        # Its own session: a Ctrl-C in the terminal reaches this process only, which passes
+        # each signal on once (a second one would be taken for "stop now").
+        return subprocess.Popen(  # noqa: S603 - our own command
+            command, start_new_session=True, preexec_fn=_stop_with_parent
+        )
+
+
+def _pass_on(signum: int, children: list[subprocess.Popen[bytes]]) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+
+def _stop_with_parent() -> None:
+    """In a lane's process: a SIGTERM when this worker dies without passing one on (SIGKILL),
+    so that no lane outlives it. Linux only."""
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG

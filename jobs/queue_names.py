@@ -1,0 +1,47 @@
+"""Queue names and the queues a worker serves: the rules the job, its type's registration
+and the worker share (`jobs.queues` holds what is decided about a queue)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_QUEUE = "default"
+# Safe in a URL path segment and a command-line list: no slash, comma or `=`.
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,100}$"
+_NAME = re.compile(QUEUE_NAME_PATTERN)
+NAME_RULE = "1 to 100 letters, digits, '_', '-', '.' or ':'."
+
+
+def name_errors(name: object) -> list[str]:
+    """Why `name` cannot name a queue; empty when it can."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        return [f"A queue name is {NAME_RULE}"]
+    return []
+
+
+@dataclass(frozen=True)
+class QueueSelection:
+    """The queues a worker serves: `only` these (None: all) except `excluded` (the queues
+    that have handler slots of their own elsewhere)."""
+
+    only: tuple[str, ...] | None = None
+    excluded: tuple[str, ...] = ()
+
+    def serves(self, name: str) -> bool:
+        return (self.only is None or name in self.only) and name not in self.excluded
+
+    def params(self) -> dict[str, Any]:
+        """The `queues` and `other_queues` parameters of `claim_jobs` and `runnable_jobs`."""
+        return {
+            "queues": list(self.only) if self.only is not None else None,
+            "other_queues": list(self.excluded),
+        }
+
+    def __str__(self) -> str:
+        served = ",".join(self.only) if self.only is not None else "all"
+        return served + "".join(f" -{name}" for name in self.excluded)
+
+
+ALL_QUEUES = QueueSelection()

@@ -1,0 +1,220 @@
+"""Queues: every job belongs to one (`Job.queue`, `default` unless its type or its caller
+names another; `jobs.queue_names`). A worker serves all queues or some (`runworker
+--queues`, `--queue NAME=N`); an operator pauses and resumes a queue, stored in
+`job_queues` so that it outlives restarts.
+
+A paused queue's jobs stay pending: the claim and the feeder pass over them in SQL
+(`jobs/sql/queries.sql`), so a pause holds from its commit on, on every worker, whatever
+they hold in memory. A resume wakes the workers (NOTIFY `feed`) so they load the queue's
+jobs at once. `queue_overviews` and `paused_queues` are the reads the web layer (and an
+"explain" of why a job waits) build on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from .models import Limit, LimitScope, Queue
+from .queue_names import DEFAULT_QUEUE, name_errors
+from .state import JobValidationError, wake_workers
+
+
+class UnknownQueue(LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"No queue named {name!r}: no unfinished job names it and it was never paused."
+        )
+        self.name = name
+
+
+def pause(name: str) -> dict[str, Any]:
+    """Pause a queue (idempotent): its pending jobs stay pending until it is resumed."""
+    return _set_paused(name, True)
+
+
+def resume(name: str) -> dict[str, Any]:
+    """Resume a queue (idempotent); the workers are woken to load its jobs."""
+    return _set_paused(name, False)
+
+
+def _set_paused(name: str, paused: bool) -> dict[str, Any]:
+    if wrong := name_errors(name):
+        raise JobValidationError({"name": wrong})
+    with transaction.atomic():
+        # A queue no job names yet may be paused too: before its first jobs arrive.
+        Queue.objects.update_or_create(
+            name=name, defaults={"paused": paused, "updated_at": timezone.now()}
+        )
+        if not paused:
+            wake_workers()
+    return queue_overview(name)
+
+
+def paused_queues() -> set[str]:
+    return set(Queue.objects.filter(paused=True).values_list("name", flat=True))
+
+
+# Unfinished jobs per queue and state, from the rows not yet finished only (never the history).
+_COUNTS = """
+SELECT queue,
+       count(*) FILTER (WHERE status = 'pending' AND pending_dependencies = 0) AS pending,
+       count(*) FILTER (WHERE status = 'pending' AND pending_dependencies > 0) AS blocked,
+       count(*) FILTER (WHERE status = 'processing') AS processing,
+       count(*) FILTER (WHERE status = 'failed' AND NOT in_dlq) AS retrying,
+       count(*) FILTER (WHERE in_dlq) AS dlq
+FROM jobs
+WHERE status IN ('pending', 'processing', 'failed') AND (%(name)s::text IS NULL OR queue = %(name)s)
+GROUP BY queue
+"""
+_COUNTED = ("pending", "blocked", "processing", "retrying", "dlq")
+
+
+def queue_overviews(name: str | None = None) -> list[dict[str, Any]]:
+    """Every queue that has unfinished jobs, was ever paused or resumed, and `default`: its
+    name, whether it is paused (and since when it is as it is), and its unfinished jobs."""
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNTS, {"name": name})
+        counts = {row[0]: dict(zip(_COUNTED, row[1:], strict=True)) for row in cursor.fetchall()}
+    rows = Queue.objects.all() if name is None else Queue.objects.filter(name=name)
+    decided: dict[str, tuple[bool, datetime | None]] = {
+        row.name: (row.paused, row.updated_at) for row in rows
+    }
+    names = set(counts) | set(decided)
+    if name in (None, DEFAULT_QUEUE):
+        names.add(DEFAULT_QUEUE)
+    empty = dict.fromkeys(_COUNTED, 0)
+    return [
+        {
+            "name": queue,
+            "paused": decided.get(queue, (False, None))[0],
+            "changed_at": decided.get(queue, (False, None))[1],
+            **counts.get(queue, empty),
+        }
+        for queue in sorted(names)
+    ]
+
+
+def queue_overview(name: str) -> dict[str, Any]:
+    found = queue_overviews(name)
+    if not found:
+        raise UnknownQueue(name)
+    return found[0]
+
+
+# --- limits ----------------------------------------------------------------------------------
+
+
+class UnknownLimit(LookupError):
+    def __init__(self, scope: str, name: str) -> None:
+        super().__init__(f"No limit on {scope} {name!r}.")
+
+
+MAX_LIMIT = 1_000_000
+MAX_PERIOD_SECONDS = 86_400
+
+
+def set_limit(
+    scope: str,
+    name: str,
+    *,
+    max_running: int | None = None,
+    max_starts: int | None = None,
+    period_seconds: int | None = None,
+) -> dict[str, Any]:
+    """Create or replace the limit on the jobs of one type (`scope="type"`) or one queue:
+    at most `max_running` running at once, at most `max_starts` starts in any
+    `period_seconds`. Either or both. Raises JobValidationError (field -> messages)."""
+    errors = limit_errors(scope, name, max_running, max_starts, period_seconds)
+    if errors:
+        raise JobValidationError(errors)
+    Limit.objects.update_or_create(
+        scope=scope,
+        name=name,
+        defaults={
+            "max_running": max_running,
+            "max_starts": max_starts,
+            "period_seconds": period_seconds if max_starts is not None else None,
+            "updated_at": timezone.now(),
+        },
+    )
+    return limit_usage(scope, name)
+
+
+def limit_errors(
+    scope: str,
+    name: str,
+    max_running: int | None,
+    max_starts: int | None,
+    period_seconds: int | None,
+) -> dict[str, list[str]]:
+    """Field -> messages for a limit that cannot be set; empty when it can. A limit names a
+    job type or a queue by the rule of queue names (both appear in URLs)."""
+    errors: dict[str, list[str]] = {}
+    if scope not in LimitScope.values:
+        errors["scope"] = [f"Must be one of: {', '.join(LimitScope.values)}."]
+    if wrong := name_errors(name):
+        errors["name"] = [wrong[0].replace("A queue name", "A limited name")]
+    for field, value, top in (
+        ("max_running", max_running, MAX_LIMIT),
+        ("max_starts", max_starts, MAX_LIMIT),
+        ("period_seconds", period_seconds, MAX_PERIOD_SECONDS),
+    ):
+        if value is not None and (isinstance(value, bool) or not 1 <= value <= top):
+            errors[field] = [f"Must be an integer from 1 to {top}."]
+    if max_running is None and max_starts is None:
+        errors.setdefault("max_running", []).append("Give max_running, max_starts, or both.")
+    if (max_starts is None) != (period_seconds is None):
+        errors.setdefault("period_seconds", []).append("max_starts and period_seconds go together.")
+    return errors
+
+
+def remove_limit(scope: str, name: str) -> None:
+    """Remove a limit; its jobs start as fast as workers take them. Idempotent."""
+    Limit.objects.filter(scope=scope, name=name).delete()
+
+
+# Each limit with its use now: jobs running, and starts within its period (the rows older
+# than the period that no claim has deleted yet are not counted).
+_USAGE = """
+SELECT l.scope, l.name, l.max_running, l.max_starts, l.period_seconds, l.updated_at,
+       (SELECT count(*) FROM jobs j
+        WHERE j.status = 'processing'
+          AND CASE l.scope WHEN 'type' THEN j.type = l.name ELSE j.queue = l.name END)
+           AS running,
+       (SELECT coalesce(sum(s.n), 0) FROM job_limit_starts s
+        WHERE s.limit_id = l.id
+          AND s.started_at > clock_timestamp() - l.period_seconds * interval '1 second')
+           AS recent_starts
+FROM job_limits l
+WHERE (%(scope)s::text IS NULL OR (l.scope = %(scope)s AND l.name = %(name)s))
+ORDER BY l.scope, l.name
+"""
+_USAGE_COLUMNS = (
+    "scope",
+    "name",
+    "max_running",
+    "max_starts",
+    "period_seconds",
+    "updated_at",
+    "running",
+    "recent_starts",
+)
+
+
+def limit_usages(scope: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    """Every limit (or the one on `scope` `name`) with its current use: `running` against
+    `max_running`, `recent_starts` (in the last `period_seconds`) against `max_starts`."""
+    with connection.cursor() as cursor:
+        cursor.execute(_USAGE, {"scope": scope, "name": name})
+        return [dict(zip(_USAGE_COLUMNS, row, strict=True)) for row in cursor.fetchall()]
+
+
+def limit_usage(scope: str, name: str) -> dict[str, Any]:
+    found = limit_usages(scope, name)
+    if not found:
+        raise UnknownLimit(scope, name)
+    return found[0]

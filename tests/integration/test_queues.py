@@ -1,0 +1,82 @@
+"""Queues with real `runworker` processes: a worker serves only its queues, a queue given
+its own slots runs in a process of its own, and a pause holds on every worker from its
+commit on and survives a worker's restart."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from jobs import queues, state
+from jobs.models import Job, Worker, WorkerStatus
+
+from .conftest import recorded_runs, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def statuses(jobs: list[dict]) -> set[str]:
+    return set(Job.objects.filter(id__in=[j["id"] for j in jobs]).values_list("status", flat=True))
+
+
+def done(jobs: list[dict]) -> bool:
+    return statuses(jobs) == {"completed"}
+
+
+def test_a_worker_serves_its_queues_and_a_queue_with_slots_of_its_own_runs_apart(
+    start_worker, runs_table
+):
+    emails = [state.enqueue("record_run", {"sleep_ms": 200}, queue="emails") for _ in range(4)]
+    reports = [state.enqueue("record_run", {}, queue="reports") for _ in range(2)]
+    other = state.enqueue("record_run", {}, queue="other")
+
+    worker = start_worker("--queues", "reports", "--queue", "emails=2", "--concurrency", "1")
+    wait_for(lambda: done(emails + reports), timeout=30, what="emails and reports to run")
+
+    runs = {str(row[0]): row for row in recorded_runs()}
+    email_pids = {runs[job["id"]][2] for job in emails}
+    report_pids = {runs[job["id"]][2] for job in reports}
+    assert len(email_pids) == 1 and len(report_pids) == 1 and email_pids != report_pids
+    lane = Worker.objects.get(pid=email_pids.pop())
+    assert lane.concurrency == 2
+    # Two slots: at most two emails ran at once.
+    for job in emails:
+        start = runs[job["id"]][3]
+        running = [r for r in (runs[j["id"]] for j in emails) if r[3] <= start < r[4]]
+        assert len(running) <= 2
+    assert Job.objects.get(id=other["id"]).status == "pending"
+
+    # One signal to the worker stops its lane too.
+    worker.send(signal.SIGTERM)
+    assert worker.wait() == 0, worker.logs()
+    wait_for(
+        lambda: Worker.objects.get(id=lane.id).status == WorkerStatus.STOPPED,
+        what="the lane to stop",
+    )
+
+
+def test_a_pause_holds_on_every_worker_and_outlives_a_restart(start_worker, runs_table):
+    queues.pause("emails")
+    held = [state.enqueue("record_run", {}, queue="emails") for _ in range(3)]
+    free = [state.enqueue("record_run", {}) for _ in range(3)]
+    first = start_worker("--concurrency", "2")
+    second = start_worker("--concurrency", "2")
+    first.wait_registered()
+    second.wait_registered()
+    wait_for(lambda: done(free), timeout=30, what="the default queue to run")
+    # Both workers fed and claimed since the pause committed: the held jobs were skipped.
+    assert statuses(held) == {"pending"}
+
+    first.send(signal.SIGTERM)
+    assert first.wait() == 0
+    restarted = start_worker("--concurrency", "2")
+    restarted.wait_registered()
+    more = [state.enqueue("record_run", {}) for _ in range(2)]
+    wait_for(lambda: done(more), timeout=30, what="new default jobs to run")
+    assert statuses(held) == {"pending"}
+
+    queues.resume("emails")
+    wait_for(lambda: done(held), timeout=30, what="the resumed queue to run")
+    ran_on = {row[2] for row in recorded_runs() if str(row[0]) in {j["id"] for j in held}}
+    assert ran_on <= {second.pid, restarted.pid}
