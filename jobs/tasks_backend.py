@@ -9,9 +9,10 @@ every task (`run_task`), so creating, claiming, retrying, the DLQ, the console a
 admin treat it as any job type. A worker that meets the name before the module was
 imported imports it (`HandlerRegistry.load`); the `@task` decorator then registers it.
 
-The payload is `{"args", "kwargs", "priority", "queue_name", "run_after"}`: the call, and
-the task's own settings as Django states them, so `get_result()` gives back the task as
-it was enqueued. The job's columns carry what the scheduler acts on (`job_fields`).
+The payload is `{"args", "kwargs", "priority", "run_after"}`: the call, and the task's
+own settings as Django states them, so `get_result()` gives back the task as it was
+enqueued. The job's columns carry what the scheduler acts on (`job_fields`): its
+priority band, its scheduled time and its queue (`queue_name`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from django_tasks.signals import task_enqueued
 from django_tasks.utils import normalize_json
 from typing_extensions import ParamSpec
 
-from . import state
+from . import queue_names, state
 from .models import Job, JobAttempt, JobStatus
 from .registry import JobContext, UnknownJobType, registry
 
@@ -52,7 +53,6 @@ TASK_PAYLOAD_SCHEMA: dict[str, Any] = {
             "maximum": 100,
             "description": "The task's Django priority (the job's priority is derived from it).",
         },
-        "queue_name": {"type": "string", "description": "The task's queue."},
         "run_after": {
             "type": ["string", "null"],
             "format": "date-time",
@@ -79,12 +79,14 @@ def job_fields(task: Task[Any, Any], now: datetime) -> dict[str, Any]:
         "priority": job_priority(task.priority),
         # A run_after already past means "now" (enqueue refuses a scheduled_at in the past).
         "scheduled_at": run_after if run_after is not None and run_after > now else None,
+        "queue": task.queue_name,
     }
 
 
 class SchedulerBackend(BaseTaskBackend):
     """OPTIONS: `MAX_RETRIES`, the attempts a task's job gets (default
-    `SCHEDULER_DEFAULT_MAX_RETRIES`). QUEUES: the queue names tasks may use."""
+    `SCHEDULER_DEFAULT_MAX_RETRIES`). QUEUES: the queue names tasks may use, as in Django
+    (`["default"]` when not given; an empty list allows any queue name)."""
 
     supports_defer = True
     supports_async_task = True
@@ -97,6 +99,8 @@ class SchedulerBackend(BaseTaskBackend):
 
     def validate_task(self, task: Task[Any, Any]) -> None:
         super().validate_task(task)
+        if wrong := queue_names.name_errors(task.queue_name):
+            raise InvalidTaskError(f"queue_name {task.queue_name!r}: {wrong[0]}")
         name = task.module_path
         if len(name) > TYPE_MAX_LENGTH:
             raise InvalidTaskError(
@@ -121,7 +125,6 @@ class SchedulerBackend(BaseTaskBackend):
             "args": args,
             "kwargs": kwargs,
             "priority": task.priority,
-            "queue_name": task.queue_name,
             "run_after": task.run_after.isoformat() if task.run_after else None,
         }
         job = state.enqueue(
@@ -155,7 +158,7 @@ class SchedulerBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id) from None
         if spec.func is not run_task:
             raise TaskResultDoesNotExist(result_id)
-        return self._result(job, _task_at(job.type, job.payload))
+        return self._result(job, _as_enqueued(job))
 
     def _result(self, job: Job, task: Task[Any, Any]) -> TaskResult[Any]:
         attempts = list(JobAttempt.objects.filter(job=job).order_by("attempt_number", "started_at"))
@@ -178,15 +181,20 @@ class SchedulerBackend(BaseTaskBackend):
         return result
 
 
-def _task_at(path: str, payload: dict[str, Any]) -> Task[Any, Any]:
+def _task_at(path: str) -> Task[Any, Any]:
     module, _, name = path.rpartition(".")
     found = getattr(import_module(module), name, None)
     if not isinstance(found, Task):
         raise TaskResultDoesNotExist(f"{path} is not a task")
-    run_after = payload.get("run_after")
-    return found.using(
-        priority=payload.get("priority"),
-        queue_name=payload.get("queue_name"),
+    return found
+
+
+def _as_enqueued(job: Job) -> Task[Any, Any]:
+    """The task a job runs, with the settings it was enqueued with."""
+    run_after = job.payload.get("run_after")
+    return _task_at(job.type).using(
+        priority=job.payload.get("priority"),
+        queue_name=job.queue,
         run_after=datetime.fromisoformat(run_after) if run_after else None,
     )
 
@@ -228,7 +236,7 @@ def _class_path(qualname: str, trace: str) -> str:
 
 def run_task(job: JobContext) -> Any:
     """The handler of every task's job type: call the task named by the job's type."""
-    task = _task_at(job.type, job.payload)
+    task = _task_at(job.type)
     args, kwargs = job.payload.get("args", []), job.payload.get("kwargs", {})
     if task.takes_context:
         backend = task.get_backend()

@@ -230,12 +230,20 @@ def test_a_job_enqueued_in_a_rolled_back_transaction_never_exists(declared: None
         tasks.add.get_result(created.id)
 
 
-def test_queue_name_must_be_one_of_the_backends_queues(declared: None) -> None:
+def test_queue_name_is_the_jobs_queue_and_one_of_the_backends_queues(declared: None) -> None:
     result = tasks.add.using(queue_name="emails").enqueue(1, 2)
-    assert Job.objects.get(id=result.id).payload["queue_name"] == "emails"
+    assert Job.objects.get(id=result.id).queue == "emails"
     assert tasks.add.get_result(result.id).task.queue_name == "emails"
+    plain = tasks.add.enqueue(1, 2)
+    assert Job.objects.get(id=plain.id).queue == "default"
+    assert tasks.add.get_result(plain.id).task.queue_name == "default"
     with pytest.raises(InvalidTaskError, match=r"Queue .nowhere. is not valid for backend\."):
         tasks.add.using(queue_name="nowhere").enqueue(1, 2)
+    # With QUEUES empty any queue is allowed, as in Django, if it can name a queue here.
+    with override_settings(TASKS={"default": {"BACKEND": BACKEND, "QUEUES": []}}):
+        assert Job.objects.get(id=tasks.add.using(queue_name="x").enqueue(1, 2).id).queue == "x"
+        with pytest.raises(InvalidTaskError, match="A queue name is"):
+            tasks.add.using(queue_name="no/slash").enqueue(1, 2)
 
 
 def test_only_task_jobs_have_task_results(declared: None) -> None:
