@@ -116,6 +116,15 @@ def test_completing_a_run_creates_the_next_slot_once(worker):
     assert Job.objects.filter(schedule_id=first["schedule_id"]).count() == 2
 
 
+def test_every_run_of_a_schedule_waits_in_its_queue(worker):
+    first = state.enqueue("noop", {}, cron="*/5 * * * *", queue="nightly")
+    state.pause_schedule(uuid.UUID(first["schedule_id"]))
+    state.resume_schedule(uuid.UUID(first["schedule_id"]))
+    resumed = Job.objects.get(schedule_id=first["schedule_id"], status="pending")
+    (next_run,) = complete(worker, str(resumed.id)).created
+    assert (first["queue"], resumed.queue, next_run["queue"]) == ("nightly",) * 3
+
+
 def test_a_run_completing_after_a_pause_creates_no_next_run(worker):
     first = state.enqueue("noop", {}, cron="*/5 * * * *")
     claimed = claim_now(worker, first["id"])
