@@ -282,6 +282,9 @@ SPECTACULAR_SETTINGS = {
     # The docs are public: no credentials are read, so a bad Authorization header is ignored.
     "SERVE_AUTHENTICATION": [],
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several components have a `status` field with different choices (jobs, attempts, graph
+    # nodes): each set is named, so none gets a hashed name.
+    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "jobs.models.JobStatus"},
     # 3.1 schemas are JSON Schema 2020-12, the dialect of the handlers' payload schemas, which
     # the body of POST /jobs embeds as they are.
     "OAS_VERSION": "3.1.0",
