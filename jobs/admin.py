@@ -482,6 +482,14 @@ class LimitAdmin(admin.ModelAdmin):
         saved = Limit.objects.get(scope=obj.scope, name=obj.name)
         obj.pk, obj.updated_at = saved.pk, saved.updated_at
 
+    # Removed through `jobs.queues`, like from the API and the console (the audit log too).
+    def delete_model(self, request: HttpRequest, obj: Limit) -> None:
+        queues.remove_limit(obj.scope, obj.name)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Limit]) -> None:
+        for scope, name in queryset.values_list("scope", "name"):
+            queues.remove_limit(scope, name)
+
 
 @admin.register(Worker)
 class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):

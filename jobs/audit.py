@@ -41,6 +41,11 @@ ACTIONS = (
     "webhook_create",
     "webhook_change",
     "webhook_delete",
+    "queue_pause",
+    "queue_resume",
+    "limit_create",
+    "limit_change",
+    "limit_delete",
 )
 PAGE_SIZE = 50
 

@@ -18,6 +18,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from . import audit
 from .models import Limit, LimitScope, Queue
 from .queue_names import DEFAULT_QUEUE, name_errors
 from .state import JobValidationError, wake_workers
@@ -45,13 +46,29 @@ def _set_paused(name: str, paused: bool) -> dict[str, Any]:
     if wrong := name_errors(name):
         raise JobValidationError({"name": wrong})
     with transaction.atomic():
+        stored = Queue.objects.select_for_update().filter(name=name).first()
+        was_paused = stored is not None and stored.paused
         # A queue no job names yet may be paused too: before its first jobs arrive.
-        Queue.objects.update_or_create(
-            name=name, defaults={"paused": paused, "updated_at": timezone.now()}
+        # `updated_at` says since when the queue is as it is: a repeated pause keeps it.
+        if stored is None or was_paused != paused:
+            Queue.objects.update_or_create(
+                name=name, defaults={"paused": paused, "updated_at": timezone.now()}
+            )
+        audit.record(
+            "queue_pause" if paused else "queue_resume",
+            target=queue_target(name),
+            summary=f"{'Paused' if paused else 'Resumed'} queue {name}",
+            before={"paused": was_paused},
+            after={"paused": paused},
         )
         if not paused:
             wake_workers()
     return queue_overview(name)
+
+
+def queue_target(name: str) -> str:
+    """How the audit log names a queue (the target its entries are found by)."""
+    return f"queue {name}"
 
 
 def paused_queues() -> set[str]:
@@ -131,16 +148,25 @@ def set_limit(
     errors = limit_errors(scope, name, max_running, max_starts, period_seconds)
     if errors:
         raise JobValidationError(errors)
-    Limit.objects.update_or_create(
-        scope=scope,
-        name=name,
-        defaults={
-            "max_running": max_running,
-            "max_starts": max_starts,
-            "period_seconds": period_seconds if max_starts is not None else None,
-            "updated_at": timezone.now(),
-        },
-    )
+    with transaction.atomic():
+        stored = Limit.objects.select_for_update().filter(scope=scope, name=name).first()
+        saved, created = Limit.objects.update_or_create(
+            scope=scope,
+            name=name,
+            defaults={
+                "max_running": max_running,
+                "max_starts": max_starts,
+                "period_seconds": period_seconds if max_starts is not None else None,
+                "updated_at": timezone.now(),
+            },
+        )
+        audit.record(
+            "limit_create" if created else "limit_change",
+            target=_limit_target(scope, name),
+            summary=f"Limit on {scope} {name}",
+            before=_limit_state(stored) if stored is not None else None,
+            after=_limit_state(saved),
+        )
     return limit_usage(scope, name)
 
 
@@ -174,7 +200,29 @@ def limit_errors(
 
 def remove_limit(scope: str, name: str) -> None:
     """Remove a limit; its jobs start as fast as workers take them. Idempotent."""
-    Limit.objects.filter(scope=scope, name=name).delete()
+    with transaction.atomic():
+        stored = Limit.objects.select_for_update().filter(scope=scope, name=name).first()
+        if stored is None:
+            return
+        stored.delete()
+        audit.record(
+            "limit_delete",
+            target=_limit_target(scope, name),
+            summary=f"Limit on {scope} {name}",
+            before=_limit_state(stored),
+        )
+
+
+def _limit_target(scope: str, name: str) -> str:
+    return f"limit {scope} {name}"
+
+
+def _limit_state(limit: Limit) -> dict[str, int | None]:
+    return {
+        "max_running": limit.max_running,
+        "max_starts": limit.max_starts,
+        "period_seconds": limit.period_seconds,
+    }
 
 
 # Each limit with its use now: jobs running, and starts within its period (the rows older

@@ -15,8 +15,8 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs import retention, state
-from jobs.models import AuditEntry, Webhook
+from jobs import queues, retention, state
+from jobs.models import AuditEntry, Limit, Webhook
 
 from .helpers import dead_letter
 
@@ -98,6 +98,99 @@ def test_console_and_admin_actions_say_where_they_came_from(operator: Any) -> No
     created = entries()[1]
     assert created.after["url"] == "https://hooks.example.com/x"
     assert "s3" not in str(created.after)  # the secret is never written down
+
+
+# Queue pause and resume, limit create, change and delete, as each surface records them.
+QUEUE_AND_LIMIT_LOG = [
+    ("queue_pause", "queue emails", {"paused": False}, {"paused": True}),
+    ("queue_resume", "queue emails", {"paused": True}, {"paused": False}),
+    (
+        "limit_create",
+        "limit queue emails",
+        None,
+        {"max_running": 5, "max_starts": None, "period_seconds": None},
+    ),
+    (
+        "limit_change",
+        "limit queue emails",
+        {"max_running": 5, "max_starts": None, "period_seconds": None},
+        {"max_running": 2, "max_starts": 10, "period_seconds": 60},
+    ),
+    (
+        "limit_delete",
+        "limit queue emails",
+        {"max_running": 2, "max_starts": 10, "period_seconds": 60},
+        None,
+    ),
+]
+
+
+def queue_and_limit_log(source: str, username: str) -> None:
+    log = [e for e in entries() if e.action.startswith(("queue_", "limit_"))]
+    assert [(e.action, e.target, e.before, e.after) for e in log] == QUEUE_AND_LIMIT_LOG
+    assert {(e.source, e.username, e.address) for e in log} == {(source, username, "127.0.0.1")}
+
+
+def test_queue_and_limit_changes_from_the_api_are_recorded(
+    operator_client: APIClient, operator: Any
+) -> None:
+    operator_client.post("/api/v1/queues/emails/pause")
+    operator_client.post("/api/v1/queues/emails/resume")
+    limit = "/api/v1/limits/queue/emails"
+    operator_client.put(limit, {"max_running": 5}, format="json")
+    operator_client.put(
+        limit, {"max_running": 2, "max_starts": 10, "period_seconds": 60}, format="json"
+    )
+    operator_client.delete(limit)
+    operator_client.delete(limit)  # nothing left to remove: nothing recorded
+    queue_and_limit_log("api", operator.username)
+
+
+def test_queue_and_limit_changes_from_the_console_are_recorded(operator: Any) -> None:
+    console = logged_in(operator)
+    console.post("/queues/emails/pause")
+    console.post("/queues/emails/resume")
+    console.post("/limits", {"scope": "queue", "name": "emails", "max_running": "5"})
+    console.post(
+        "/limits",
+        {
+            "scope": "queue",
+            "name": "emails",
+            "max_running": "2",
+            "max_starts": "10",
+            "period_seconds": "60",
+        },
+    )
+    console.post("/limits/queue/emails/remove")
+    queue_and_limit_log("console", operator.username)
+
+
+def test_queue_and_limit_changes_from_the_admin_are_recorded() -> None:
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
+    admin = logged_in(root)
+    admin.post("/admin/jobs/queue/add/", {"name": "emails", "paused": "on"})
+    admin.post("/admin/jobs/queue/", {"action": "resume_selected", "_selected_action": ["emails"]})
+    admin.post("/admin/jobs/limit/add/", {"scope": "queue", "name": "emails", "max_running": "5"})
+    limit = Limit.objects.get()
+    admin.post(
+        f"/admin/jobs/limit/{limit.pk}/change/",
+        {"max_running": "2", "max_starts": "10", "period_seconds": "60"},
+    )
+    admin.post(f"/admin/jobs/limit/{limit.pk}/delete/", {"post": "yes"})
+    queue_and_limit_log("admin", "root")
+    # Deleting selected limits goes the same way.
+    queues.set_limit("type", "noop", max_running=1)
+    admin.post(
+        "/admin/jobs/limit/",
+        {
+            "action": "delete_selected",
+            "_selected_action": [Limit.objects.get().pk],
+            "post": "yes",
+        },
+    )
+    assert not Limit.objects.exists()
+    assert entries()[-1].action == "limit_delete"
+    assert entries()[-1].target == "limit type noop"
 
 
 def test_work_nobody_asked_for_is_not_an_operator_action() -> None:
