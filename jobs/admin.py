@@ -500,11 +500,16 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "heartbeat",
         "scheduler",
         "concurrency",
+        "serves",
         "jobs_done",
         "started_at",
     )
     list_filter = ("status", "hostname")
     ordering = ("-started_at",)
+
+    @admin.display(description="queues")
+    def serves(self, worker: Worker) -> str:
+        return str(worker.queue_selection)
 
     @admin.display(description="last heartbeat", ordering="heartbeat_at")
     def heartbeat(self, worker: Worker) -> str:

@@ -2,9 +2,12 @@
 
 The reasons are checked in the order the claim would meet them: a job that has finished or
 runs says so; otherwise it waits for upstream jobs, for its scheduled time, or for its
-retry; a due job needs a live worker; and then it waits for the jobs ahead of it in run
-order (earliest virtual deadline first, `jobs.scheduling`), which the answer counts, with
-the moments from which newer jobs of each higher priority queue behind it.
+retry; a due job of a paused queue waits for the queue's resume (the claim passes over
+paused queues whoever asks); it needs a live worker that serves its queue; then the limits
+on its type and queue must have room (the claim holds back what they do not); and then it
+waits for the jobs ahead of it in run order (earliest virtual deadline first,
+`jobs.scheduling`), which the answer counts, with the moments from which newer jobs of each
+higher priority queue behind it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from .models import Job, JobDependency, JobStatus, Worker, WorkerStatus
+from .models import AuditEntry, Job, JobDependency, JobStatus, Worker, WorkerStatus
+from .queues import limit_usages, paused_queues, queue_overview, queue_target
 from .representation import format_time
 from .scheduling import PRIORITY_WEIGHT
 from .sql import fetch
@@ -33,7 +37,9 @@ REASONS = (
     "waiting_for_upstream",
     "scheduled",
     "waiting_for_retry",
+    "queue_paused",
     "no_live_worker",
+    "limit_full",
     "jobs_ahead",
 )
 
@@ -88,16 +94,106 @@ def _reason(job: Job, now: datetime) -> tuple[str, str, dict[str, Any]]:
             f"It is scheduled for {format_time(job.run_at)}.",
             {"run_at": format_time(job.run_at)},
         )
+    if job.queue in paused_queues():
+        return _paused(job)
     live_after = now - timedelta(seconds=settings.SCHEDULER_WORKER_TIMEOUT)
-    live = Worker.objects.filter(status=WorkerStatus.RUNNING, heartbeat_at__gte=live_after).count()
-    if live == 0:
+    live = list(Worker.objects.filter(status=WorkerStatus.RUNNING, heartbeat_at__gte=live_after))
+    serving = [w for w in live if w.queue_selection.serves(job.queue)]
+    if not serving:
+        return _no_worker(job, live)
+    if full := _full_limit(job):
+        return full
+    return _ahead(job, now, len(serving))
+
+
+def _paused(job: Job) -> tuple[str, str, dict[str, Any]]:
+    queue = queue_overview(job.queue)
+    since = queue["changed_at"]
+    # The entry of the pause that made it paused, if an operator did it (`jobs.audit`).
+    entry = (
+        AuditEntry.objects.filter(
+            action="queue_pause", target=queue_target(job.queue), before__paused=False
+        )
+        .filter(at__gte=since)
+        .order_by("at", "id")
+        .first()
+    )
+    by = entry.username if entry is not None else None
+    waiting = queue["pending"]
+    return (
+        "queue_paused",
+        f"Its queue {job.queue} is paused since {format_time(since)}"
+        + (f" (by {by})" if by else "")
+        + f": none of its {waiting} pending job{'s' if waiting != 1 else ''} starts until an "
+        "operator resumes it.",
+        {
+            "queue": job.queue,
+            "paused_since": format_time(since),
+            "paused_by": by,
+            "pending_in_queue": waiting,
+        },
+    )
+
+
+def _no_worker(job: Job, live: list[Worker]) -> tuple[str, str, dict[str, Any]]:
+    details: dict[str, Any] = {
+        "queue": job.queue,
+        "live_workers": len(live),
+        "served_by_live_workers": sorted({str(w.queue_selection) for w in live}),
+    }
+    if not live:
         return (
             "no_live_worker",
             "It is due, but no live worker serves its queue: start one "
-            "(python manage.py runworker).",
-            {"live_workers": 0},
+            f"(python manage.py runworker{_queues_option(job.queue)}).",
+            details,
         )
-    return _ahead(job, now, live)
+    return (
+        "no_live_worker",
+        f"It is due, but none of the {len(live)} live worker{'s' if len(live) != 1 else ''} "
+        f"serves its queue {job.queue} (they serve: "
+        f"{'; '.join(details['served_by_live_workers'])}): start one with "
+        f"python manage.py runworker --queues {job.queue}.",
+        details,
+    )
+
+
+def _queues_option(queue: str) -> str:
+    return "" if queue == "default" else f" --queues {queue}"
+
+
+def _full_limit(job: Job) -> tuple[str, str, dict[str, Any]] | None:
+    """The first limit on the job's type or queue that has no room now, if any."""
+    for usage in [*limit_usages("type", job.type), *limit_usages("queue", job.queue)]:
+        details = {
+            key: usage[key]
+            for key in (
+                "scope",
+                "name",
+                "max_running",
+                "running",
+                "max_starts",
+                "recent_starts",
+                "period_seconds",
+            )
+        }
+        on = f"its {'type' if usage['scope'] == 'type' else 'queue'} {usage['name']}"
+        if usage["max_running"] is not None and usage["running"] >= usage["max_running"]:
+            return (
+                "limit_full",
+                f"It is due, but the concurrency limit on {on} is full: {usage['running']} of "
+                f"{usage['max_running']} running; it may start when one of them finishes.",
+                {**details, "full": "max_running"},
+            )
+        if usage["max_starts"] is not None and usage["recent_starts"] >= usage["max_starts"]:
+            return (
+                "limit_full",
+                f"It is due, but the rate limit on {on} is full: {usage['recent_starts']} of "
+                f"{usage['max_starts']} starts in the last {usage['period_seconds']} s; it may "
+                "start when the oldest of them leaves that window.",
+                {**details, "full": "max_starts"},
+            )
+    return None
 
 
 def _upstream(job: Job) -> tuple[str, str, dict[str, Any]]:

@@ -3,12 +3,13 @@
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from .queue_names import NAME_RULE, QUEUE_NAME_PATTERN
+from .queue_names import NAME_RULE, QUEUE_NAME_PATTERN, QueueSelection
 
 
 class JobStatus(models.TextChoices):
@@ -465,6 +466,12 @@ class Worker(models.Model):
     )
     scheduler = models.CharField(max_length=16, default="heap")
     concurrency = models.PositiveSmallIntegerField(default=1)
+    # The queues it serves (`runworker --queues`, `--queue NAME=N`): only `queues` (NULL: all)
+    # except `other_queues` (those given slots of their own in a lane process).
+    queues = ArrayField(models.CharField(max_length=100), null=True, blank=True)
+    other_queues = ArrayField(
+        models.CharField(max_length=100), default=list, db_default=[], blank=True
+    )
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
     stopped_at = models.DateTimeField(null=True, blank=True)
@@ -483,6 +490,12 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hostname}:{self.pid}"
+
+    @property
+    def queue_selection(self) -> QueueSelection:
+        return QueueSelection(
+            tuple(self.queues) if self.queues is not None else None, tuple(self.other_queues)
+        )
 
 
 class ApiToken(models.Model):

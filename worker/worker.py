@@ -184,6 +184,8 @@ class Worker:
             status=WorkerStatus.RUNNING,
             scheduler=self.scheduler_name,
             concurrency=self.concurrency,
+            queues=list(self.queues.only) if self.queues.only is not None else None,
+            other_queues=list(self.queues.excluded),
             started_at=now,
             heartbeat_at=now,
         )

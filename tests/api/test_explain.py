@@ -11,10 +11,12 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs import state
+from jobs import queues, state
 from jobs.models import Job, Worker
 
-from .conftest import T0, iso
+from .conftest import T0, claim_one, iso
+
+HOUR = timedelta(hours=1)
 
 
 def why(client: APIClient, job_id: Any) -> dict[str, Any]:
@@ -68,6 +70,104 @@ def test_a_due_job_with_no_live_worker_says_so(viewer_client: APIClient) -> None
     assert answer["details"]["live_workers"] == 0
 
 
+def test_a_job_of_a_paused_queue_says_since_when_and_by_whom(
+    viewer_client: APIClient, operator_client: APIClient, operator: Any, worker: Worker
+) -> None:
+    job = state.enqueue("noop", {}, queue="emails")
+    state.enqueue("noop", {}, queue="emails")
+    paused = operator_client.post("/api/v1/queues/emails/pause").json()
+    operator_client.post("/api/v1/queues/emails/pause")  # again: still paused since the first
+    answer = why(viewer_client, job["id"])
+    assert answer["reason"] == "queue_paused"
+    assert answer["details"] == {
+        "queue": "emails",
+        "paused_since": paused["changed_at"],
+        "paused_by": operator.username,
+        "pending_in_queue": 2,
+    }
+    assert answer["message"] == (
+        f"Its queue emails is paused since {paused['changed_at']} (by {operator.username}): "
+        "none of its 2 pending jobs starts until an operator resumes it."
+    )
+    # Paused by no one in a request (a command, a script): who is not known.
+    queues.resume("emails")
+    queues.pause("emails")
+    assert why(viewer_client, job["id"])["details"]["paused_by"] is None
+    queues.resume("emails")
+    assert why(viewer_client, job["id"])["reason"] == "jobs_ahead"
+
+
+def test_a_due_job_whose_queue_no_live_worker_serves_says_what_they_serve(
+    viewer_client: APIClient,
+) -> None:
+    now = timezone.now()
+    for queues_, other in ((["reports"], []), (None, ["emails"])):
+        Worker.objects.create(
+            hostname="live",
+            pid=1,
+            started_at=now,
+            heartbeat_at=now,
+            queues=queues_,
+            other_queues=other,
+        )
+    Worker.objects.create(hostname="gone", pid=2, started_at=now, heartbeat_at=now - HOUR)
+    job = state.enqueue("noop", {}, queue="emails")
+    answer = why(viewer_client, job["id"])
+    assert answer["reason"] == "no_live_worker"
+    assert answer["details"] == {
+        "queue": "emails",
+        "live_workers": 2,
+        "served_by_live_workers": ["all -emails", "reports"],
+    }
+    assert "none of the 2 live workers serves its queue emails" in answer["message"]
+    assert "runworker --queues emails" in answer["message"]
+    # A job of a queue they serve is not held back by them.
+    served = state.enqueue("noop", {}, queue="reports")
+    assert why(viewer_client, served["id"])["reason"] == "jobs_ahead"
+
+
+def test_a_due_job_under_a_full_concurrency_limit_names_it_and_its_use(
+    viewer_client: APIClient, worker: Worker
+) -> None:
+    queues.set_limit("queue", "emails", max_running=1)
+    claim_one(worker, state.enqueue("noop", {}, queue="emails")["id"])
+    job = state.enqueue("noop", {}, queue="emails")
+    answer = why(viewer_client, job["id"])
+    assert answer["reason"] == "limit_full"
+    details = answer["details"]
+    assert (details["scope"], details["name"], details["full"]) == (
+        "queue",
+        "emails",
+        "max_running",
+    )
+    assert (details["running"], details["max_running"]) == (1, 1)
+    assert "concurrency limit on its queue emails is full: 1 of 1 running" in answer["message"]
+    # With room again (a higher limit), it waits only for the jobs ahead.
+    queues.set_limit("queue", "emails", max_running=2)
+    assert why(viewer_client, job["id"])["reason"] == "jobs_ahead"
+
+
+def test_a_due_job_under_a_full_rate_limit_names_it_and_its_use(
+    viewer_client: APIClient, worker: Worker
+) -> None:
+    queues.set_limit("type", "noop", max_starts=1, period_seconds=3600)
+    claim_one(worker, state.enqueue("noop", {})["id"])
+    job = state.enqueue("noop", {})
+    answer = why(viewer_client, job["id"])
+    assert answer["reason"] == "limit_full"
+    details = answer["details"]
+    assert (details["scope"], details["name"], details["full"]) == ("type", "noop", "max_starts")
+    assert (details["recent_starts"], details["max_starts"], details["period_seconds"]) == (
+        1,
+        1,
+        3600,
+    )
+    assert (
+        "rate limit on its type noop is full: 1 of 1 starts in the last 3600 s"
+        in (answer["message"])
+    )
+
+
 def test_a_due_job_counts_the_jobs_ahead_and_when_aging_lets_it_overtake(
     viewer_client: APIClient, worker: Worker, job_row: Callable[..., Job]
 ) -> None:
@@ -112,3 +212,9 @@ def test_job_detail_shows_the_reason_panel(viewer: Any, worker: Worker) -> None:
     page = client.get(f"/jobs/{job['id']}").content.decode()
     assert 'id="explain" data-reason="scheduled"' in page
     assert "It is scheduled for" in page
+    queues.set_limit("queue", "default", max_starts=1, period_seconds=60)
+    claim_one(worker, state.enqueue("noop", {})["id"])
+    limited = state.enqueue("noop", {})
+    page = client.get(f"/jobs/{limited['id']}").content.decode()
+    assert 'id="explain" data-reason="limit_full"' in page
+    assert "<dt>Starts in the last 60 s</dt><dd>1 of 1</dd>" in page

@@ -40,6 +40,10 @@ def test_a_worker_serves_its_queues_and_a_queue_with_slots_of_its_own_runs_apart
     assert len(email_pids) == 1 and len(report_pids) == 1 and email_pids != report_pids
     lane = Worker.objects.get(pid=email_pids.pop())
     assert lane.concurrency == 2
+    # Each records the queues it serves (what an explanation of a waiting job reads).
+    main = Worker.objects.get(pid=report_pids.pop())
+    assert (main.queues, main.other_queues) == (["reports"], ["emails"])
+    assert (lane.queues, lane.other_queues) == (["emails"], [])
     # Two slots: at most two emails ran at once.
     for job in emails:
         start = runs[job["id"]][3]
