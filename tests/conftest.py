@@ -21,8 +21,9 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from jobs.api.auth import issue_token
-from jobs.events import decode_event
+from jobs.events import background_publisher, decode_event
 from jobs.roles import Role, assign_role
+from jobs.stats import stats_publisher
 
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
@@ -96,18 +97,26 @@ class EventListener:
 
     def __init__(self, url: str, channel: str) -> None:
         self._client = redis.Redis.from_url(url)
-        self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        self._pubsub = self._client.pubsub()
         self._pubsub.subscribe(channel)
+        # Redis confirms a SUBSCRIBE once it is in place: from then on nothing is missed.
+        deadline = time.monotonic() + 5
+        while not self._is_confirmation(self._pubsub.get_message(timeout=0.1)):
+            assert time.monotonic() < deadline, "Redis did not confirm the SUBSCRIBE"
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
         self.received: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    @staticmethod
+    def _is_confirmation(message: dict[str, Any] | None) -> bool:
+        return message is not None and message["type"] == "subscribe"
+
     def _run(self) -> None:
         while not self._stop.is_set():
             message = self._pubsub.get_message(timeout=0.1)
-            if message is not None:
+            if message is not None and message["type"] == "message":
                 self._queue.put(dict(decode_event(message["data"])))
 
     def wait_for(
@@ -151,8 +160,11 @@ class EventListener:
 
 @pytest.fixture
 def events() -> Iterator[EventListener]:
+    # What an earlier test in this process left to publish (a coalesced stats.updated) goes
+    # out before the subscription, so the listener hears only this test.
+    stats_publisher.flush()
+    background_publisher.flush()
     listener = EventListener(settings.REDIS_URL, settings.SCHEDULER_EVENTS_CHANNEL)
-    time.sleep(0.05)  # the SUBSCRIBE must be in place before the test publishes
     yield listener
     listener.close()
 

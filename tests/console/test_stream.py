@@ -12,6 +12,7 @@ import json
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -274,11 +275,24 @@ def test_a_keepalive_comment_at_least_every_interval_even_while_events_flow(
     try:
         started = stream.next_event()["at"]
         bus = get_event_bus()
-        deadline = time.monotonic() + 4.5
-        while time.monotonic() < deadline:
+        deadline = started + 4.5
+        stop_traffic = threading.Event()
+
+        def steady_traffic() -> None:
             # Steady traffic must not postpone the keep-alive.
-            bus.publish("job.created", {"id": "keepalive-probe"})
-            stream.read_block(timeout=2.0)
+            while not stop_traffic.wait(0.05):
+                bus.publish("job.created", {"id": "keepalive-probe"})
+
+        # The reader never waits on the publisher, so a block's arrival time is when the
+        # server sent it, not when the publishing loop next got round to reading.
+        traffic = threading.Thread(target=steady_traffic, daemon=True)
+        traffic.start()
+        try:
+            while time.monotonic() < deadline:
+                stream.read_block(timeout=2.0)
+        finally:
+            stop_traffic.set()
+            traffic.join(5)
     finally:
         stream.close()
 
