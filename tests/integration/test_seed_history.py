@@ -18,6 +18,7 @@ from django.utils import timezone
 from jobs.models import AttemptStatus, Job, JobAttempt, JobLog, JobStatus, Worker
 
 ROWS = 2000
+HOOK = "https://hooks.example.com/orders"
 pytestmark = pytest.mark.django_db
 
 
@@ -79,6 +80,8 @@ def test_every_job_carries_the_attempts_and_logs_of_its_fate(history: str) -> No
             assert job.started_at <= job.completed_at
         elif job.in_dlq:
             assert (job.attempt_count, job.succeeded) == (3, 0) and job.last_error
+            # Grouped in the DLQ as `fail_job` would have stored it.
+            assert job.error_signature == f"{job.type} · HandlerFailure: HTTP N from {HOOK}"
         else:
             assert job.attempt_count == 0 and job.started_at is None
     assert Job.objects.filter(status=JobStatus.COMPLETED, attempt_count__gt=1).exists()

@@ -61,7 +61,7 @@ INSERT INTO jobs (id, type, payload, priority, status, attempt_count, max_retrie
                   scheduled_at, recur_interval, in_dlq, created_at, updated_at, started_at,
                   completed_at, cancelled_at, next_retry_at, last_error, result, worker_id,
                   run_at, virtual_deadline, pending_dependencies, current_attempt_id,
-                  previous_run_id)
+                  previous_run_id, error_signature)
 SELECT s.id, s.type, s.payload, s.priority,
        CASE s.fate WHEN 'completed' THEN 'completed' WHEN 'cancelled' THEN 'cancelled'
                    WHEN 'dlq' THEN 'failed' ELSE 'pending' END,
@@ -73,7 +73,10 @@ SELECT s.id, s.type, s.payload, s.priority,
        CASE WHEN s.fate = 'dlq' THEN 'HTTP 503 from https://hooks.example.com/orders' END,
        CASE WHEN s.fate = 'completed' THEN s.result END,
        CASE WHEN s.attempts > 0 THEN w.id END,
-       s.run_at, scheduler_virtual_deadline(s.priority, s.run_at), 0, NULL, NULL
+       s.run_at, scheduler_virtual_deadline(s.priority, s.run_at), 0, NULL, NULL,
+       -- As `fail_job` stores it when the last attempt fails.
+       CASE WHEN s.fate = 'dlq' THEN scheduler_error_signature(
+           s.type, 'HandlerFailure', 'HTTP 503 from https://hooks.example.com/orders') END
 FROM seed_history_jobs s
 LEFT JOIN seed_history_workers w ON w.slot = s.worker_slot
 ORDER BY s.created_at
