@@ -16,9 +16,12 @@ import logging
 import os
 import threading
 import time
+from datetime import date, datetime, timedelta, tzinfo
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from .events import STATS_UPDATED, background_publisher
 from .notifier import Batch
@@ -47,6 +50,42 @@ def current_stats() -> dict[str, int]:
 def fold_counts() -> int:
     """Collapse the counters' appended rows into one per counter; how many were folded."""
     return int(fetch("fold_job_counts", {})[0]["folded"])
+
+
+# --- the dead-letter queue's groups ----------------------------------------------------------
+# Kept by the same triggers in `dlq_counts` (schema.sql), so that grouping the DLQ costs the
+# variety of its errors, whatever the number of its dead letters.
+
+# The days of arrivals a group's chart shows; the fold keeps one more (a day in any zone).
+DLQ_DAYS = 14
+
+
+def dlq_largest(by: Literal["type", "error", "signature"], limit: int) -> list[tuple[Any, int]]:
+    """The DLQ's most common job types, error messages or error signatures, with their
+    counts, most common first (ties in the value's order)."""
+    return [(row["value"], int(row["n"])) for row in fetch(f"dlq_by_{by}", {"limit": limit})]
+
+
+def dlq_days(
+    signatures: list[str | None], tz: tzinfo, since: date
+) -> dict[tuple[str | None, date], int]:
+    """Dead letters per (error signature, day in `tz`) from the day `since` on."""
+    rows = fetch(
+        "dlq_signature_days",
+        {
+            "signatures": [s for s in signatures if s is not None],
+            "unsigned": None in signatures,
+            "time_zone": str(tz),
+            "since": datetime.combine(since, datetime.min.time(), tzinfo=tz),
+        },
+    )
+    return {(row["error_signature"], row["day"]): int(row["n"]) for row in rows}
+
+
+def fold_dlq_counts() -> int:
+    """Collapse the DLQ's appended group rows, and drop the arrivals no chart shows."""
+    before = timezone.now() - timedelta(days=DLQ_DAYS + 1)
+    return int(fetch("fold_dlq_counts", {"before": before})[0]["folded"])
 
 
 class StatsPublisher:

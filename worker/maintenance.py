@@ -13,8 +13,9 @@ returns what it did as counts, so tests call it directly and the worker loop onl
   per run, at once again after a full batch. It runs on a thread of its own
   (`BackgroundUnit`): a backlog of a million rows takes minutes, which the loop's claims
   must not wait behind.
-- CountFold: collapses the rows the job counters appended (`jobs.stats.fold_counts`), so a
-  read of `/jobs/stats` sums a few rows.
+- CountFold: collapses the rows the job counters and the DLQ's groups appended
+  (`jobs.stats.fold_counts`, `fold_dlq_counts`), so a read of `/jobs/stats` or of the DLQ's
+  groups sums a few rows.
 
 Recurring series need no unit: the next slot is created by the completion statement itself.
 """
@@ -195,7 +196,11 @@ class CountFold(Unit):
         self.interval = interval
 
     def run_once(self) -> dict[str, int]:
-        return {"folded": stats.fold_counts(), "metrics_folded": metrics.fold()}
+        return {
+            "folded": stats.fold_counts(),
+            "dlq_folded": stats.fold_dlq_counts(),
+            "metrics_folded": metrics.fold(),
+        }
 
 
 class Pruner(Unit):

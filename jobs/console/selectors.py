@@ -5,15 +5,16 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from django.db.models import Count, Max, Min, Q, QuerySet, TextField
-from django.db.models.functions import Cast, TruncDate, TruncHour
+from django.db.models import Count, Max, Min, QuerySet, TextField
+from django.db.models.functions import Cast, TruncHour
 from django.utils import timezone
 from django.utils.timesince import timesince
 
+from jobs import stats
 from jobs.display import STATES, job_display_state
 from jobs.models import (
     AttemptStatus,
@@ -180,25 +181,14 @@ def dlq_jobs() -> QuerySet[Job]:
     return Job.objects.filter(in_dlq=True).order_by("-updated_at")
 
 
-def _dlq_count_by(column: str, limit: int) -> list[tuple[Any, int]]:
-    """The DLQ's most common values of `column`, with their counts, most common first."""
-    rows = (
-        Job.objects.filter(in_dlq=True)
-        .values(column)
-        .annotate(n=Count("id"))
-        .order_by("-n", column)[:limit]
-    )
-    return [(row[column], row["n"]) for row in rows]
-
-
 def failures_by_type(limit: int = 8) -> list[tuple[str, int]]:
-    return _dlq_count_by("type", limit)
+    return stats.dlq_largest("type", limit)
 
 
 def failures_by_error(limit: int = 8) -> list[tuple[str, int]]:
     return [
         ((error or "(no message)").splitlines()[0], n)
-        for error, n in _dlq_count_by("last_error", limit)
+        for error, n in stats.dlq_largest("error", limit)
     ]
 
 
@@ -213,44 +203,36 @@ class DlqGroup:
     per_day: list[int]
 
 
-def dlq_groups(tz: tzinfo, limit: int = 10, days: int = 14) -> list[DlqGroup]:
+def dlq_groups(tz: tzinfo, limit: int = 10, days: int = stats.DLQ_DAYS) -> list[DlqGroup]:
     """The largest groups of the DLQ by error signature, each with its dead letters per day
-    over the last `days` days (in the viewer's time zone): two GROUP BYs over
-    `jobs_dlq_signature_idx`, whatever the size of the DLQ."""
-    dlq = Job.objects.filter(in_dlq=True)
-    rows = list(
-        dlq.values("error_signature")
-        .annotate(n=Count("id"), first=Min("updated_at"), last=Max("updated_at"))
-        .order_by("-n", "error_signature")[:limit]
-    )
+    over the last `days` days (in the viewer's time zone): the counts from the DLQ's group
+    counters (`jobs.stats`), first and last seen two probes each of `jobs_dlq_signature_idx`,
+    whatever the size of the DLQ."""
+    largest = stats.dlq_largest("signature", limit)
     today = timezone.now().astimezone(tz).date()
     first_day = today - timedelta(days=days - 1)
-    signatures = [row["error_signature"] for row in rows]
-    shown = Q(error_signature__in=[s for s in signatures if s is not None])
-    if None in signatures:
-        shown |= Q(error_signature__isnull=True)
-    per_day: dict[tuple[str | None, Any], int] = {
-        (row["error_signature"], row["day"]): row["n"]
-        for row in dlq.filter(
-            shown, updated_at__gte=datetime.combine(first_day, datetime.min.time(), tzinfo=tz)
+    per_day = stats.dlq_days([signature for signature, _ in largest], tz, first_day)
+    dlq = Job.objects.filter(in_dlq=True)
+    groups = []
+    for signature, count in largest:
+        alike = (
+            dlq.filter(error_signature__isnull=True)
+            if signature is None
+            else dlq.filter(error_signature=signature)
         )
-        .annotate(day=TruncDate("updated_at", tzinfo=tz))
-        .values("error_signature", "day")
-        .annotate(n=Count("id"))
-    }
-    return [
-        DlqGroup(
-            signature=row["error_signature"],
-            count=row["n"],
-            first_seen=row["first"],
-            last_seen=row["last"],
-            per_day=[
-                per_day.get((row["error_signature"], first_day + timedelta(days=i)), 0)
-                for i in range(days)
-            ],
+        seen = alike.aggregate(first=Min("updated_at"), last=Max("updated_at"))
+        groups.append(
+            DlqGroup(
+                signature=signature,
+                count=count,
+                first_seen=seen["first"],
+                last_seen=seen["last"],
+                per_day=[
+                    per_day.get((signature, first_day + timedelta(days=i)), 0) for i in range(days)
+                ],
+            )
         )
-        for row in rows
-    ]
+    return groups
 
 
 def failures_over_time(tz: tzinfo, hours: int = 24) -> list[tuple[datetime, int]]:

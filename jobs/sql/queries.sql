@@ -486,6 +486,53 @@ WITH folded AS (
 )
 SELECT count(*) AS folded FROM folded;
 
+-- name: dlq_by_type
+-- The DLQ's largest job types, from `dlq_counts` (schema.sql), never from `jobs`.
+SELECT type AS value, sum(n) AS n FROM dlq_counts
+WHERE bucket IS NULL
+GROUP BY type HAVING sum(n) > 0
+ORDER BY n DESC, type LIMIT %(limit)s;
+
+-- name: dlq_by_error
+-- The DLQ's most common error messages.
+SELECT last_error AS value, sum(n) AS n FROM dlq_counts
+WHERE bucket IS NULL
+GROUP BY last_error HAVING sum(n) > 0
+ORDER BY n DESC, last_error LIMIT %(limit)s;
+
+-- name: dlq_by_signature
+-- The DLQ's largest groups of dead letters alike (by error signature).
+SELECT error_signature AS value, sum(n) AS n FROM dlq_counts
+WHERE bucket IS NULL
+GROUP BY error_signature HAVING sum(n) > 0
+ORDER BY n DESC, error_signature LIMIT %(limit)s;
+
+-- name: dlq_signature_days
+-- Dead letters per day of `time_zone` since `since` (a midnight there), for the groups of
+-- `signatures` (and of the dead letters without one when `unsigned`).
+SELECT error_signature, (bucket AT TIME ZONE %(time_zone)s)::date AS day, sum(n) AS n
+FROM dlq_counts
+WHERE type IS NULL AND bucket >= %(since)s
+  AND (error_signature = ANY(%(signatures)s) OR (%(unsigned)s AND error_signature IS NULL))
+GROUP BY 1, 2;
+
+-- name: fold_dlq_counts
+-- Collapse the DLQ's appended group rows into one per group, as `fold_job_counts` does, and
+-- drop the recent arrivals older than `before` (no page reads them).
+WITH folded AS (
+    DELETE FROM dlq_counts
+    WHERE EXISTS (SELECT 1 FROM dlq_counts GROUP BY type, error_signature, last_error, bucket
+                  HAVING count(*) > 1)
+       OR EXISTS (SELECT 1 FROM dlq_counts WHERE bucket < %(before)s)
+    RETURNING type, error_signature, last_error, bucket, n
+), summed AS (
+    INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
+    SELECT type, error_signature, last_error, bucket, sum(n) FROM folded
+    WHERE bucket IS NULL OR bucket >= %(before)s
+    GROUP BY type, error_signature, last_error, bucket HAVING sum(n) <> 0
+)
+SELECT count(*) AS folded FROM folded;
+
 -- name: take_prune_turn
 -- One pruner at a time: the others skip their turn rather than wait, or delete the same
 -- rows twice. Held until the pruner's transaction ends.

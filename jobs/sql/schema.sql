@@ -110,10 +110,32 @@ CREATE OR REPLACE FUNCTION scheduler_count_key(status text, in_dlq boolean) RETU
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT CASE WHEN in_dlq THEN 'dlq' ELSE status END $$;
 
+-- The dead-letter queue's groups, counted like `job_counts` (appended by the same triggers,
+-- summed when read, folded by `fold_dlq_counts`), so that the console's DLQ page and
+-- Dashboard never group the dead letters themselves: their work follows the variety of the
+-- errors, not the number of dead letters. Two kinds of row, from one GROUPING SETS:
+-- - totals (`bucket` NULL): dead letters per job type, error signature and message;
+-- - recent arrivals (`type` and `last_error` NULL): dead letters per error signature and
+--   quarter of an hour of `updated_at` (`scheduler_dlq_bucket`), from which a day in any
+--   time zone is summed exactly (every zone's offset is whole quarters of an hour). The
+--   fold drops those older than the console shows.
+CREATE TABLE IF NOT EXISTS dlq_counts (
+    type text,
+    error_signature text,
+    last_error text,
+    bucket timestamptz,
+    n bigint NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000);
+
+-- The quarter of an hour `t` falls in (its start).
+CREATE OR REPLACE FUNCTION scheduler_dlq_bucket(t timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT date_bin(interval '15 minutes', t, timestamptz '2000-01-01 00:00:00+00') $$;
+
 -- A statement-level trigger: one aggregate over the statement's transition tables, so a
 -- claim of 250 jobs appends two rows, not 500. A trigger sees only the transition tables
--- it declared, hence one branch per operation. The same pass appends the statement's
--- metrics (`job_metrics`, below): created; for an update each change of state (a row may
+-- it declared, hence one branch per operation. The same pass appends the dead letters it
+-- moved to the DLQ's groups (`dlq_counts`, above) and the statement's metrics (`job_metrics`, below): created; for an update each change of state (a row may
 -- count under several names: a failure that entered the DLQ is `failed` and
 -- `dead_lettered`) and the wait from due (`run_at`) to the claim. `failed` is an attempt
 -- that ended without success (its handler failed, its worker was lost), `retried` those of
@@ -124,12 +146,22 @@ $$ BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO job_counts (key, n)
         SELECT scheduler_count_key(status, in_dlq), count(*) FROM new_rows GROUP BY 1;
+        INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
+        SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), count(*)
+        FROM new_rows WHERE in_dlq
+        GROUP BY GROUPING SETS ((type, error_signature, last_error),
+                                (error_signature, scheduler_dlq_bucket(updated_at)));
         INSERT INTO job_metrics (name, type, queue, n)
         SELECT 'created', r.type, scheduler_metric_queue(r), count(*) FROM new_rows AS r
         GROUP BY 2, 3;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO job_counts (key, n)
         SELECT scheduler_count_key(status, in_dlq), -count(*) FROM old_rows GROUP BY 1;
+        INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
+        SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), -count(*)
+        FROM old_rows WHERE in_dlq
+        GROUP BY GROUPING SETS ((type, error_signature, last_error),
+                                (error_signature, scheduler_dlq_bucket(updated_at)));
     ELSE
         INSERT INTO job_counts (key, n)
         SELECT key, sum(n)
@@ -137,6 +169,16 @@ $$ BEGIN
               UNION ALL
               SELECT scheduler_count_key(status, in_dlq), -1 FROM old_rows) AS moved
         GROUP BY key
+        HAVING sum(n) <> 0;
+        INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
+        SELECT type, error_signature, last_error, bucket, sum(n)
+        FROM (SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at) AS bucket,
+                     1 AS n
+              FROM new_rows WHERE in_dlq
+              UNION ALL
+              SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), -1
+              FROM old_rows WHERE in_dlq) AS moved
+        GROUP BY GROUPING SETS ((type, error_signature, last_error), (error_signature, bucket))
         HAVING sum(n) <> 0;
         INSERT INTO job_metrics (name, type, queue, le, n, total)
         SELECT m.name, r.type, scheduler_metric_queue(r), m.le, count(*), sum(m.value)
@@ -171,11 +213,13 @@ $$ BEGIN
 END $$;
 
 -- TRUNCATE (a test database's flush) takes an exclusive lock on `jobs`, so nothing else is
--- counting meanwhile: every counter is zero afterwards, the metrics' (below) too.
+-- counting meanwhile: every counter is zero afterwards, the DLQ's groups and the metrics'
+-- (below) too.
 CREATE OR REPLACE FUNCTION scheduler_count_truncate() RETURNS trigger
 LANGUAGE plpgsql AS
 $$ BEGIN
     DELETE FROM job_counts;
+    DELETE FROM dlq_counts;
     DELETE FROM job_metrics;
     RETURN NULL;
 END $$;
@@ -201,6 +245,20 @@ $$ BEGIN
     DELETE FROM job_counts;
     INSERT INTO job_counts (key, n)
     SELECT scheduler_count_key(status, in_dlq), count(*) FROM jobs GROUP BY 1;
+END $$;
+
+-- Count the DLQ's groups from scratch (`dlq_counts`): when they are created (migration
+-- 0020), or to repair them by hand. Reads the dead letters only (`jobs_dlq_idx`).
+CREATE OR REPLACE FUNCTION scheduler_recount_dlq() RETURNS void
+LANGUAGE plpgsql AS
+$$ BEGIN
+    LOCK TABLE jobs IN SHARE MODE;
+    DELETE FROM dlq_counts;
+    INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
+    SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), count(*)
+    FROM jobs WHERE in_dlq
+    GROUP BY GROUPING SETS ((type, error_signature, last_error),
+                            (error_signature, scheduler_dlq_bucket(updated_at)));
 END $$;
 
 -- Whether a job that is still to finish depends on `upstream`: such a job is never deleted

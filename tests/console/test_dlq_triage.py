@@ -5,6 +5,8 @@ running as a job of its own in bounded batches."""
 from __future__ import annotations
 
 import uuid
+import zoneinfo
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,7 +15,8 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs import bulk, state
-from jobs.models import AuditEntry, Job, JobStatus
+from jobs.models import AuditEntry, Job, JobStatus, UserPreference
+from jobs.sql import query
 
 from .helpers import dead_letter
 
@@ -76,6 +79,41 @@ def test_the_dlq_groups_dead_letters_by_signature_and_narrows_to_one_or_a_search
     searched = as_operator.get("/dlq", {"q": "shard"})
     assert len(searched.context["jobs"]) == 3
     assert len(as_operator.get("/dlq", {"q": other["id"]}).context["jobs"]) == 1
+
+
+def test_a_groups_days_are_the_viewers_days_whatever_the_zones_offset(
+    as_operator: Client, operator: Any
+) -> None:
+    # Kathmandu is 5:45 ahead of UTC: its midnight is no whole hour of UTC.
+    UserPreference.objects.create(user=operator, time_zone="Asia/Kathmandu")
+    zone = zoneinfo.ZoneInfo("Asia/Kathmandu")
+    now = timezone.now()
+    midnight = datetime.combine(now.astimezone(zone).date(), datetime.min.time(), tzinfo=zone)
+    before, after = midnight - timedelta(minutes=1), min(now, midnight + timedelta(minutes=1))
+    ids = [dead_letter("flaky", error="late")["id"] for _ in range(2)]
+    for job_id, at in zip(ids, (before, after), strict=True):
+        # Moved in time as a later change to a dead letter would move it: counted again.
+        Job.objects.filter(id=job_id).update(updated_at=at)
+
+    (group, _), *_ = as_operator.get("/dlq").context["groups"]
+    assert (group.count, group.first_seen, group.last_seen) == (2, before, after)
+    assert group.per_day[-2:] == [1, 1]  # one on each side of the viewer's midnight
+    assert sum(group.per_day) == 2
+
+
+def test_the_dlq_pages_count_their_groups_without_reading_the_dead_letters() -> None:
+    dead_letter("flaky", error="late")
+    for name in ("dlq_by_type", "dlq_by_error", "dlq_by_signature", "dlq_signature_days"):
+        params = {"limit": 5, "signatures": [], "unsigned": True, "time_zone": "UTC"}
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (FORMAT JSON) " + query(name), {**params, "since": "today"})
+            (plan,) = cursor.fetchone()
+        assert relations(plan[0]["Plan"]) == {"dlq_counts"}, name
+
+
+def relations(node: dict[str, Any]) -> set[str]:
+    named = {node["Relation Name"]} if "Relation Name" in node else set()
+    return named.union(*(relations(child) for child in node.get("Plans", [])))
 
 
 def test_a_group_is_retried_in_one_action_run_as_a_job_in_batches(

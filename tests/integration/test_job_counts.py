@@ -38,6 +38,38 @@ def true_counts() -> dict[str, int]:
     return {**counted, "total": sum(counted.values())}
 
 
+DLQ_GROUPS = {
+    # The totals: by job type, error signature and message.
+    "totals": (
+        "SELECT type, error_signature, last_error, count(*) FROM jobs WHERE in_dlq"
+        " GROUP BY 1, 2, 3",
+        "SELECT type, error_signature, last_error, sum(n) FROM dlq_counts WHERE bucket IS NULL"
+        " GROUP BY 1, 2, 3 HAVING sum(n) <> 0",
+    ),
+    # The arrivals: by error signature and quarter of an hour.
+    "arrivals": (
+        "SELECT error_signature, scheduler_dlq_bucket(updated_at), count(*) FROM jobs"
+        " WHERE in_dlq GROUP BY 1, 2",
+        "SELECT error_signature, bucket, sum(n) FROM dlq_counts WHERE type IS NULL"
+        " GROUP BY 1, 2 HAVING sum(n) <> 0",
+    ),
+}
+
+
+def dlq_groups_and_truth() -> dict[str, tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]]:
+    """The DLQ's group counters (`dlq_counts`) beside the same groups counted over `jobs`,
+    in one snapshot."""
+    both = {}
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        for name, (truth, counted) in DLQ_GROUPS.items():
+            cursor.execute(counted)
+            kept = set(cursor.fetchall())
+            cursor.execute(truth)
+            both[name] = (kept, set(cursor.fetchall()))
+    return both
+
+
 def both_in_one_snapshot() -> tuple[dict[str, int], dict[str, int]]:
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -146,7 +178,8 @@ class Actor:
             job.id,
             job.attempt_id,
             error_type="Boom",
-            error_message="boom",
+            # Two messages of one signature, and another: the DLQ's groups tell them apart.
+            error_message=self.rng.choice(("boom at 1", "boom at 2", "timeout")),
             stack_trace=None,
             retry_delay=timedelta(0),
         )
@@ -196,6 +229,7 @@ class Actor:
 
     def fold(self) -> str:
         fold_counts()
+        stats.fold_dlq_counts()
         return "fold"
 
 
@@ -207,11 +241,17 @@ def test_counters_equal_count_star_under_a_concurrent_randomized_workload() -> N
     for thread in threads:
         thread.start()
     snapshots = 0
+    told_apart = False
     deadline = time.monotonic() + 6.0
     try:
         while time.monotonic() < deadline:
             counters, truth = both_in_one_snapshot()
             assert counters == truth
+            for name, (counted, dead) in dlq_groups_and_truth().items():
+                assert counted == dead, name
+                if name == "totals":
+                    # Dead letters of one signature with different messages, told apart.
+                    told_apart |= len({row[1] for row in dead}) < len({row[1:3] for row in dead})
             snapshots += 1
             time.sleep(0.05)
     finally:
@@ -231,6 +271,10 @@ def test_counters_equal_count_star_under_a_concurrent_randomized_workload() -> N
     assert LastPrune.objects.get().jobs > 0
     fold_counts()
     assert current_stats() == counters
+    assert told_apart
+    stats.fold_dlq_counts()
+    for name, (counted, dead) in dlq_groups_and_truth().items():
+        assert counted == dead, name
 
 
 def test_the_stats_read_never_touches_the_jobs_table() -> None:
@@ -267,8 +311,8 @@ def test_a_fold_leaves_one_row_per_counter_and_a_big_backlog_is_folded_by_its_re
     for _ in range(3):
         state.enqueue("noop", {})
     unit = CountFold(interval=1.0)  # what every worker runs each second
-    assert unit.run_once() == {"folded": 3, "metrics_folded": 3}
-    assert unit.run_once() == {"folded": 0, "metrics_folded": 0}  # one row per counter
+    assert unit.run_once() == {"folded": 3, "dlq_folded": 0, "metrics_folded": 3}
+    assert unit.run_once() == {"folded": 0, "dlq_folded": 0, "metrics_folded": 0}
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO job_counts (key, n) SELECT 'pending', 0 FROM generate_series(1, 2500)"
@@ -297,3 +341,47 @@ def test_a_burst_of_changes_is_one_stats_updated_carrying_all_of_them(
     events.wait_for("stats.updated", lambda data: data["pending"] == 24)
     published = [e["data"]["pending"] for e in events.received if e["type"] == "stats.updated"]
     assert published == [1, 24]
+
+
+def test_the_dlq_groups_fold_to_one_row_each_drop_old_arrivals_and_a_recount_repairs_them() -> None:
+    worker = new_worker()
+    for message in ("boom at 1", "boom at 2", "timeout"):
+        job = state.enqueue("noop", {}, max_retries=1)
+        (claimed,) = state.claim(worker.id, 1)
+        assert str(claimed.id) == job["id"]
+        state.fail(
+            claimed.id,
+            claimed.attempt_id,
+            error_type="Boom",
+            error_message=message,
+            stack_trace=None,
+            retry_delay=timedelta(0),
+        )
+    with connection.cursor() as cursor:
+        # Arrivals a month old: no chart shows them, the fold drops them.
+        cursor.execute(
+            "INSERT INTO dlq_counts (error_signature, bucket, n)"
+            " VALUES ('noop · Boom: timeout', now() - interval '30 days', 4)"
+        )
+    rows = 2 * 3 + 1  # a total and an arrival per dead letter, and the old arrival
+    assert stats.fold_dlq_counts() == rows
+    counted, truth = dlq_groups_and_truth()["totals"]
+    assert (
+        counted
+        == truth
+        == {
+            ("noop", "noop · Boom: boom at N", "boom at 1", 1),
+            ("noop", "noop · Boom: boom at N", "boom at 2", 1),
+            ("noop", "noop · Boom: timeout", "timeout", 1),
+        }
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT error_signature, sum(n) FROM dlq_counts WHERE type IS NULL"
+            " GROUP BY 1 ORDER BY 1"
+        )
+        assert cursor.fetchall() == [("noop · Boom: boom at N", 2), ("noop · Boom: timeout", 1)]
+        cursor.execute("UPDATE dlq_counts SET n = 7")  # damage
+        cursor.execute("SELECT scheduler_recount_dlq()")
+    for counted, truth in dlq_groups_and_truth().values():
+        assert counted == truth
