@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import django
 
@@ -30,6 +31,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.db.models import Count, QuerySet  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from benchmarks.api_load import ProductionServer, post_jobs  # noqa: E402
@@ -131,7 +133,9 @@ def http_enqueue(sizes: Sizes) -> dict[str, float]:
 
 
 def page_times() -> dict[str, dict[str, Any]]:
-    """Server time of the API, console and admin pages over whatever the table holds."""
+    """Server time of the API, console and admin pages over whatever the table holds: the
+    API's lists first, filtered, and at several depths (a numbered page, and cursors from
+    the first page down to the last), the console's and the admin's pages."""
     token = operator_token()
     api = Client(headers={"Authorization": f"Bearer {token}"})
     user, _ = get_user_model().objects.get_or_create(
@@ -143,16 +147,37 @@ def page_times() -> dict[str, dict[str, Any]]:
         cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = 'jobs'")
         estimated = max(0, int(cursor.fetchone()[0]))
     deep = max(1, min(2000, estimated // 50))
+    emails = Job.objects.filter(type="send_email")
+    largest = (
+        Job.objects.filter(in_dlq=True)
+        .values("error_signature")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+        .values_list("error_signature", flat=True)
+        .first()
+    )
+    cursor_list = "/api/v1/jobs?limit=50&cursor="
     pages = {
         "api_list": (api, "/api/v1/jobs?limit=20"),
         "api_type": (api, "/api/v1/jobs?type=send_email&limit=20"),
+        "api_status": (api, "/api/v1/jobs?status=dlq&limit=20"),
         "api_deep": (api, f"/api/v1/jobs?page={deep}&limit=50"),
-        "api_cursor": (api, f"/api/v1/jobs?limit=50&cursor={cursor_at((deep - 1) * 50)}"),
+        "api_cursor": (api, cursor_list + cursor_at((deep - 1) * 50)),
+        "api_cursor_middle": (api, cursor_list + cursor_at(estimated // 2)),
+        "api_cursor_last": (api, cursor_list + cursor_at(max(0, estimated - 50))),
+        "api_type_cursor_middle": (
+            api,
+            "/api/v1/jobs?type=send_email&limit=50&cursor="
+            + cursor_at(emails.count() // 2, emails),
+        ),
         "api_stats": (api, "/api/v1/jobs/stats"),
         "dashboard": (browser, "/"),
         "dlq": (browser, "/dlq"),
+        "dlq_group": (browser, "/dlq?" + urlencode({"signature": largest or ""})),
         "ledger": (browser, "/jobs"),
+        "ledger_dlq": (browser, "/jobs?status=dlq"),
         "admin_jobs": (browser, "/admin/jobs/job/"),
+        "admin_dlq": (browser, "/admin/jobs/deadletterjob/"),
     }
     figures: dict[str, dict[str, Any]] = {"counters": counters_read()}
     for name, (client, url) in pages.items():
@@ -162,6 +187,8 @@ def page_times() -> dict[str, dict[str, Any]]:
             before = time.perf_counter()
             status = client.get(url).status_code
             times.append((time.perf_counter() - before) * 1000)
+        if status != 200:
+            raise RuntimeError(f"{url} answered {status}")
         figures[name] = {
             "p50_ms": statistics.median(times),
             "p95_ms": percentile(times, 0.95),
@@ -171,10 +198,12 @@ def page_times() -> dict[str, dict[str, Any]]:
     return figures
 
 
-def cursor_at(depth: int) -> str:
-    """The cursor a client walking `next` links holds at `depth` rows into the default list."""
+def cursor_at(depth: int, jobs: QuerySet[Job] | None = None) -> str:
+    """The cursor a client walking `next` links holds at `depth` rows into the default list
+    (of `jobs`, a filtered list, when given)."""
     ordering = (DEFAULT_ORDERING, "id")
-    row = Job.objects.order_by(*ordering)[depth : depth + 1].first()
+    listed = Job.objects.all() if jobs is None else jobs
+    row = listed.order_by(*ordering)[depth : depth + 1].first()
     return "first" if row is None else encode_cursor(row, ordering)
 
 

@@ -74,12 +74,21 @@ def test_history_table_sets_each_figure_beside_its_empty_table_figure() -> None:
     }
     lines = table.history(empty, full, 1_000_000)
     assert cells(lines, "measure") == [
-        "measure", "empty table", "1,000,000 jobs of history", "history / empty",
+        "measure", "empty table", "1,000,000 jobs of history", "history / empty", "bound",
     ]  # fmt: skip
-    assert cells(lines, "single enqueue")[1:] == ["250", "10.0", "0.04x"]
-    assert cells(lines, "enqueue-to-start p99")[1:] == ["24.0", "308", "12.83x"]
-    assert cells(lines, "GET /api/v1/jobs?limit=20 p95")[1:] == ["20.0", "85.0", "4.25x"]
-    assert cells(lines, "console Dashboard p95")[1:] == ["-", "-", "-"]
+    assert cells(lines, "single enqueue")[1:] == [
+        "250", "10.0", "0.04x", "within 1.5x of empty: MISSES",
+    ]  # fmt: skip
+    assert cells(lines, "drain")[-1] == "within 1.5x of empty: holds"  # 240 -> 200 jobs/s
+    assert cells(lines, "enqueue-to-start p99")[1:] == [
+        "24.0", "308", "12.83x", "within 1.5x of empty: MISSES",
+    ]  # fmt: skip
+    assert cells(lines, "GET /api/v1/jobs?limit=20 p95")[1:] == [
+        "20.0", "85.0", "4.25x", "under 100 ms: holds",
+    ]  # fmt: skip
+    assert cells(lines, "console Dashboard p95")[1:] == ["-", "-", "-", "under 150 ms"]
+    assert cells(lines, "admin job list p95")[-1] == "under 500 ms"
+    assert cells(lines, "job counters read")[-1] == "-"
 
 
 def test_percentile_takes_the_nearest_rank() -> None:
