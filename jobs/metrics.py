@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from .retention import last_prune
 from .sql import fetch
-from .stats import COUNTERS, current_stats
+from .stats import COUNTERS, current_stats_by_queue
 
 # A reader that sums more rows than this folds them, as the job counters' readers do.
 _FOLD_ABOVE = 2_000
@@ -119,11 +119,13 @@ def _histograms(rows: list[dict[str, Any]]) -> Iterator[Metric]:
 
 def _states() -> Metric:
     family = GaugeMetricFamily(
-        "scheduler_jobs", "Jobs now in each state (failed: waiting for a retry).", labels=["state"]
+        "scheduler_jobs",
+        "Jobs now in each state and queue (failed: waiting for a retry).",
+        labels=["state", "queue"],
     )
-    stats = current_stats()
-    for state in COUNTERS:
-        family.add_metric([state], stats[state])
+    for queue, stats in sorted(current_stats_by_queue().items()):
+        for state in COUNTERS:
+            family.add_metric([state, queue], stats[state])
     return family
 
 

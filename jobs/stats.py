@@ -47,6 +47,19 @@ def current_stats() -> dict[str, int]:
     return {**stats, "total": sum(stats.values())}
 
 
+def current_stats_by_queue() -> dict[str, dict[str, int]]:
+    """The exact counters of each queue that has jobs (or had, while its counters are not
+    folded away): queue -> counter -> jobs, without `total`."""
+    by_queue: dict[str, dict[str, int]] = {}
+    summed = 0
+    for row in fetch("job_counts_by_queue", {}):
+        by_queue.setdefault(row["queue"], dict.fromkeys(COUNTERS, 0))[row["key"]] = int(row["n"])
+        summed += row["summed"]
+    if summed > _FOLD_ABOVE:
+        fold_counts()
+    return by_queue
+
+
 def fold_counts() -> int:
     """Collapse the counters' appended rows into one per counter; how many were folded."""
     return int(fetch("fold_job_counts", {})[0]["folded"])

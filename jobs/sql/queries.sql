@@ -471,18 +471,24 @@ SELECT key, sum(n) AS n, count(*) AS summed
 FROM job_counts
 GROUP BY key;
 
+-- name: job_counts_by_queue
+-- The same counters per queue (the `scheduler_jobs` gauge of GET /metrics).
+SELECT key, queue, sum(n) AS n, count(*) AS summed
+FROM job_counts
+GROUP BY key, queue;
+
 -- name: fold_job_counts
--- Collapse the appended counter rows into one per counter, in one transaction: a reader
--- sees the rows before or the row after, the same sums either way. Two folds at once are
--- safe too: a row is deleted, hence summed, by one of them only. Nothing is done when
--- every counter is already one row.
+-- Collapse the appended counter rows into one per counter and queue, in one transaction: a
+-- reader sees the rows before or the row after, the same sums either way. Two folds at once
+-- are safe too: a row is deleted, hence summed, by one of them only. Nothing is done when
+-- every counter is already one row per queue.
 WITH folded AS (
     DELETE FROM job_counts
-    WHERE EXISTS (SELECT 1 FROM job_counts GROUP BY key HAVING count(*) > 1)
-    RETURNING key, n
+    WHERE EXISTS (SELECT 1 FROM job_counts GROUP BY key, queue HAVING count(*) > 1)
+    RETURNING key, queue, n
 ), summed AS (
-    INSERT INTO job_counts (key, n)
-    SELECT key, sum(n) FROM folded GROUP BY key HAVING sum(n) <> 0
+    INSERT INTO job_counts (key, queue, n)
+    SELECT key, queue, sum(n) FROM folded GROUP BY key, queue HAVING sum(n) <> 0
 )
 SELECT count(*) AS folded FROM folded;
 

@@ -94,13 +94,15 @@ $$ WITH closed AS (
 -- it: transitions, purges, the pruner, a bulk load, a TRUNCATE.
 --
 -- `job_counts` is insert-only for writers: each statement that moves jobs between counters
--- appends one row per counter it moved (`n` may be negative). Appends never wait on each
--- other, so no row is hot and no worker's transaction queues behind another's, as one
--- shared row per counter would make them (its lock is held until commit). The counters
--- are the sums of `n` (`job_stats`); `fold_job_counts` periodically collapses the rows into
--- one per counter, so a read sums a few hundred rows whatever the size of `jobs`.
+-- appends one row per counter and queue it moved (`n` may be negative). Appends never wait
+-- on each other, so no row is hot and no worker's transaction queues behind another's, as
+-- one shared row per counter would make them (its lock is held until commit). The counters
+-- are the sums of `n` (`job_stats`, and per queue `job_counts_by_queue`); `fold_job_counts`
+-- periodically collapses the rows into one per counter and queue, so a read sums a few
+-- hundred rows whatever the size of `jobs`. (Migration 0021 added `queue` to the table.)
 CREATE TABLE IF NOT EXISTS job_counts (
     key text NOT NULL,
+    queue text NOT NULL DEFAULT 'default',
     n bigint NOT NULL
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000);
 
@@ -133,9 +135,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT date_bin(interval '15 minutes', t, timestamptz '2000-01-01 00:00:00+00') $$;
 
 -- A statement-level trigger: one aggregate over the statement's transition tables, so a
--- claim of 250 jobs appends two rows, not 500. A trigger sees only the transition tables
--- it declared, hence one branch per operation. The same pass appends the dead letters it
--- moved to the DLQ's groups (`dlq_counts`, above) and the statement's metrics (`job_metrics`, below): created; for an update each change of state (a row may
+-- claim of 250 jobs of one queue appends two rows, not 500. A trigger sees only the
+-- transition tables it declared, hence one branch per operation. The same pass appends the
+-- dead letters it moved to the DLQ's groups (`dlq_counts`, above) and the statement's
+-- metrics (`job_metrics`, below): created; for an update each change of state (a row may
 -- count under several names: a failure that entered the DLQ is `failed` and
 -- `dead_lettered`) and the wait from due (`run_at`) to the claim. `failed` is an attempt
 -- that ended without success (its handler failed, its worker was lost), `retried` those of
@@ -144,31 +147,31 @@ CREATE OR REPLACE FUNCTION scheduler_count_jobs() RETURNS trigger
 LANGUAGE plpgsql AS
 $$ BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO job_counts (key, n)
-        SELECT scheduler_count_key(status, in_dlq), count(*) FROM new_rows GROUP BY 1;
+        INSERT INTO job_counts (key, queue, n)
+        SELECT scheduler_count_key(status, in_dlq), queue, count(*) FROM new_rows GROUP BY 1, 2;
         INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
         SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), count(*)
         FROM new_rows WHERE in_dlq
         GROUP BY GROUPING SETS ((type, error_signature, last_error),
                                 (error_signature, scheduler_dlq_bucket(updated_at)));
         INSERT INTO job_metrics (name, type, queue, n)
-        SELECT 'created', r.type, scheduler_metric_queue(r), count(*) FROM new_rows AS r
+        SELECT 'created', r.type, r.queue, count(*) FROM new_rows AS r
         GROUP BY 2, 3;
     ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO job_counts (key, n)
-        SELECT scheduler_count_key(status, in_dlq), -count(*) FROM old_rows GROUP BY 1;
+        INSERT INTO job_counts (key, queue, n)
+        SELECT scheduler_count_key(status, in_dlq), queue, -count(*) FROM old_rows GROUP BY 1, 2;
         INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
         SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), -count(*)
         FROM old_rows WHERE in_dlq
         GROUP BY GROUPING SETS ((type, error_signature, last_error),
                                 (error_signature, scheduler_dlq_bucket(updated_at)));
     ELSE
-        INSERT INTO job_counts (key, n)
-        SELECT key, sum(n)
-        FROM (SELECT scheduler_count_key(status, in_dlq) AS key, 1 AS n FROM new_rows
+        INSERT INTO job_counts (key, queue, n)
+        SELECT key, queue, sum(n)
+        FROM (SELECT scheduler_count_key(status, in_dlq) AS key, queue, 1 AS n FROM new_rows
               UNION ALL
-              SELECT scheduler_count_key(status, in_dlq), -1 FROM old_rows) AS moved
-        GROUP BY key
+              SELECT scheduler_count_key(status, in_dlq), queue, -1 FROM old_rows) AS moved
+        GROUP BY key, queue
         HAVING sum(n) <> 0;
         INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
         SELECT type, error_signature, last_error, bucket, sum(n)
@@ -181,7 +184,7 @@ $$ BEGIN
         GROUP BY GROUPING SETS ((type, error_signature, last_error), (error_signature, bucket))
         HAVING sum(n) <> 0;
         INSERT INTO job_metrics (name, type, queue, le, n, total)
-        SELECT m.name, r.type, scheduler_metric_queue(r), m.le, count(*), sum(m.value)
+        SELECT m.name, r.type, r.queue, m.le, count(*), sum(m.value)
         FROM old_rows AS o
         JOIN new_rows AS r ON r.id = o.id
         CROSS JOIN LATERAL (
@@ -243,8 +246,8 @@ LANGUAGE plpgsql AS
 $$ BEGIN
     LOCK TABLE jobs IN SHARE MODE;
     DELETE FROM job_counts;
-    INSERT INTO job_counts (key, n)
-    SELECT scheduler_count_key(status, in_dlq), count(*) FROM jobs GROUP BY 1;
+    INSERT INTO job_counts (key, queue, n)
+    SELECT scheduler_count_key(status, in_dlq), queue, count(*) FROM jobs GROUP BY 1, 2;
 END $$;
 
 -- Count the DLQ's groups from scratch (`dlq_counts`): when they are created (migration
@@ -320,17 +323,12 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT coalesce((SELECT min(b) FROM unnest(scheduler_metric_buckets()) AS b WHERE b >= seconds),
                    'Infinity') $$;
 
--- The queue a job's metrics are counted under.
-CREATE OR REPLACE FUNCTION scheduler_metric_queue(j jobs) RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT 'default'::text $$;
-
 -- How long each closed attempt ran, by outcome (succeeded, failed).
 CREATE OR REPLACE FUNCTION scheduler_metric_attempts() RETURNS trigger
 LANGUAGE plpgsql AS
 $$ BEGIN
     INSERT INTO job_metrics (name, type, queue, label, le, n, total)
-    SELECT 'run_seconds', j.type, scheduler_metric_queue(j), a.status,
+    SELECT 'run_seconds', j.type, j.queue, a.status,
            scheduler_metric_le(a.duration_ms / 1000.0), count(*), sum(a.duration_ms / 1000.0)
     FROM old_rows AS o
     JOIN new_rows AS a ON a.id = o.id

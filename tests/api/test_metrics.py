@@ -35,6 +35,32 @@ def test_metrics_need_credentials_like_the_api(anon_client: APIClient) -> None:
     assert response.json()["error"]["code"] == "not_authenticated"
 
 
+def test_jobs_of_two_queues_are_counted_under_their_own_queue(
+    viewer_client: APIClient, job_in_state: Callable[..., dict[str, Any]]
+) -> None:
+    job_in_state("completed", queue="emails")
+    job_in_state("pending", queue="emails")
+    job_in_state("dlq", queue="reports")
+
+    samples = scrape(viewer_client)
+    emails, reports = labels(queue="emails", type="noop"), labels(queue="reports", type="noop")
+    assert samples[("scheduler_jobs_created_total", emails)] == 2
+    assert samples[("scheduler_jobs_completed_total", emails)] == 1
+    assert samples[("scheduler_jobs_created_total", reports)] == 1
+    assert samples[("scheduler_jobs_failed_total", reports)] == 1
+    assert samples[("scheduler_jobs_dead_lettered_total", reports)] == 1
+    assert ("scheduler_jobs_completed_total", reports) not in samples
+    assert not [key for key in samples if ("queue", "default") in key[1]]
+    assert samples[("scheduler_job_wait_seconds_count", emails)] == 1
+    assert samples[("scheduler_job_run_seconds_count", (("outcome", "failed"), *reports))] == 1
+    gauge = {
+        (dict(key)["queue"], dict(key)["state"]): value
+        for (name, key), value in samples.items()
+        if name == "scheduler_jobs" and value
+    }
+    assert gauge == {("emails", "completed"): 1, ("emails", "pending"): 1, ("reports", "dlq"): 1}
+
+
 def test_metrics_count_what_happened_to_jobs_by_type_and_queue(
     viewer_client: APIClient, job_in_state: Callable[..., dict[str, Any]], worker: Worker
 ) -> None:
@@ -51,7 +77,7 @@ def test_metrics_count_what_happened_to_jobs_by_type_and_queue(
     assert samples[("scheduler_jobs_dead_lettered_total", by_type)] == 1
     assert samples[("scheduler_jobs_cancelled_total", by_type)] == 1
     for state, n in {"pending": 1, "processing": 1, "completed": 1, "failed": 1, "dlq": 1}.items():
-        assert samples[("scheduler_jobs", (("state", state),))] == n
+        assert samples[("scheduler_jobs", labels(state=state, queue="default"))] == n
     # Four claims waited; three attempts ended, one ran to success.
     assert samples[("scheduler_job_wait_seconds_count", by_type)] == 4
     inf = labels(queue="default", type="noop", le="+Inf")

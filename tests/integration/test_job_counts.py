@@ -20,12 +20,29 @@ from django.utils import timezone
 from jobs import retention, state, stats
 from jobs.models import Job, JobStatus, LastPrune, Worker
 from jobs.sql import query
-from jobs.stats import COUNTERS, current_stats, fold_counts
+from jobs.stats import COUNTERS, current_stats, current_stats_by_queue, fold_counts
 from worker.maintenance import CountFold
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TYPES = ("noop", "send_email")
+QUEUES = ("default", "emails", "reports")
+
+
+def true_counts_by_queue() -> dict[str, dict[str, int]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT queue, CASE WHEN in_dlq THEN 'dlq' ELSE status END, count(*) FROM jobs"
+            " GROUP BY 1, 2"
+        )
+        counted: dict[str, dict[str, int]] = {}
+        for queue, key, n in cursor.fetchall():
+            counted.setdefault(queue, dict.fromkeys(COUNTERS, 0))[key] = n
+    return counted
+
+
+def without_empty_queues(by_queue: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    return {queue: counts for queue, counts in by_queue.items() if any(counts.values())}
 
 
 def true_counts() -> dict[str, int]:
@@ -70,11 +87,14 @@ def dlq_groups_and_truth() -> dict[str, tuple[set[tuple[Any, ...]], set[tuple[An
     return both
 
 
-def both_in_one_snapshot() -> tuple[dict[str, int], dict[str, int]]:
+def both_in_one_snapshot() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        return current_stats(), true_counts()
+        return (
+            (current_stats(), without_empty_queues(current_stats_by_queue())),
+            (true_counts(), true_counts_by_queue()),
+        )
 
 
 def new_worker() -> Worker:
@@ -133,12 +153,20 @@ class Actor:
 
     def create(self) -> str:
         job_type = self.rng.choice(TYPES)
-        state.enqueue(job_type, payload(job_type), max_retries=self.rng.choice((1, 2)))
+        state.enqueue(
+            job_type,
+            payload(job_type),
+            max_retries=self.rng.choice((1, 2)),
+            queue=self.rng.choice(QUEUES),
+        )
         return "create"
 
     def create_many(self) -> str:
         count = self.rng.randint(2, 30)
-        state.enqueue_many(state.JobSpec("noop", {}, max_retries=1) for _ in range(count))
+        queue = self.rng.choice(QUEUES)
+        state.enqueue_many(
+            state.JobSpec("noop", {}, max_retries=1, queue=queue) for _ in range(count)
+        )
         return "create_many"
 
     def create_dependent(self) -> str | None:
@@ -267,6 +295,8 @@ def test_counters_equal_count_star_under_a_concurrent_randomized_workload() -> N
     assert snapshots > 10
     counters = current_stats()
     assert counters == true_counts()
+    assert without_empty_queues(current_stats_by_queue()) == true_counts_by_queue()
+    assert set(true_counts_by_queue()) == set(QUEUES)
     assert counters["total"] > 0 and counters["dlq"] + counters["completed"] > 0
     assert LastPrune.objects.get().jobs > 0
     fold_counts()
@@ -304,6 +334,7 @@ def test_counters_follow_a_truncate_and_a_recount_repairs_them() -> None:
         cursor.execute("INSERT INTO job_counts (key, n) VALUES ('completed', 5)")  # damage
         cursor.execute("SELECT scheduler_recount_jobs()")
     assert current_stats() == true_counts()
+    assert without_empty_queues(current_stats_by_queue()) == true_counts_by_queue()
     assert current_stats()["pending"] == 1
 
 
