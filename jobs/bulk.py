@@ -7,23 +7,28 @@ no job is acted on twice: a job that moved on meanwhile simply no longer matches
 transition's guard. Only jobs unchanged since the confirmation are taken (`updated_at`
 at most its time), so the action covers what the operator counted, not jobs that arrived
 or moved later. Batches follow the primary key (keyset), so each one is an index range.
+However many jobs match, no attempt runs long: after `slice_seconds()` a bulk job hands
+what is left to a new bulk job (the same selection, the keyset position and the counts so
+far), so neither the handler timeout nor the rescue of jobs stuck in processing cuts it.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from . import audit, state
 from .filters import JobFilter
-from .models import Job
+from .models import IdempotencyKey, Job
 
 BULK_TYPE = "bulk_action"
 BATCH = 500
@@ -138,13 +143,34 @@ def start(action: str, selection: Selection, confirmed: int) -> dict[str, Any]:
     return job
 
 
-def run(payload: Mapping[str, Any], progress: Callable[[int, int, int], None]) -> dict[str, int]:
+def slice_seconds() -> float:
+    """How long one bulk job works before it hands the rest over: a fifth of the shorter of
+    the handler timeout and the time after which a job in processing counts as stuck."""
+    return min(settings.SCHEDULER_HANDLER_TIMEOUT, settings.SCHEDULER_STUCK_AFTER) / 5
+
+
+def run(
+    payload: Mapping[str, Any],
+    progress: Callable[[int, int, int], None],
+    *,
+    job_id: uuid.UUID,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
     """Carry out a bulk action, batch after batch; `progress(seen, changed, confirmed)`
-    after each. Safe to run again after a crash: what was done no longer matches."""
+    after each, counted since the first job of the action. Safe to run again after a
+    crash: what was done no longer matches. Past `slice_seconds()` it hands the rest to a
+    new bulk job, whose id the result names (`continued_in`)."""
     action = ACTIONS[payload["action"]]
+    handed = IdempotencyKey.objects.filter(key=_continuation_key(job_id)).first()
+    if handed is not None:
+        # Run again after it had handed over (a crash before it completed): the rest is its
+        # continuation's, which counts on from where this job stopped.
+        return {"continued_in": str(handed.job_id)}
     jobs = Selection.from_payload(payload).jobs().filter(action.applies)
-    seen = changed = 0
-    after: uuid.UUID | None = None
+    done = payload.get("done") or {}
+    seen, changed = int(done.get("matched", 0)), int(done.get("changed", 0))
+    after = uuid.UUID(payload["after"]) if payload.get("after") else None
+    ends = clock() + slice_seconds()
     while True:
         batch = jobs.filter(id__gt=after) if after is not None else jobs
         ids = list(batch.order_by("id").values_list("id", flat=True)[:BATCH])
@@ -154,4 +180,35 @@ def run(payload: Mapping[str, Any], progress: Callable[[int, int, int], None]) -
         seen += len(ids)
         after = ids[-1]
         progress(seen, changed, int(payload.get("confirmed", 0)))
+        if len(ids) == BATCH and clock() >= ends:
+            following = {
+                **payload,
+                "after": str(after),
+                "done": {"matched": seen, "changed": changed},
+            }
+            return {
+                "matched": seen,
+                action.verb: changed,
+                "continued_in": _hand_over(following, job_id),
+            }
     return {"matched": seen, action.verb: changed}
+
+
+def _continuation_key(job_id: uuid.UUID) -> str:
+    return f"bulk-continuation-{job_id}"
+
+
+def _hand_over(payload: dict[str, Any], job_id: uuid.UUID) -> str:
+    """Start the bulk job that continues `job_id`'s, once (its idempotency key): two runs of
+    `job_id` at once (one rescued while the other finished its batch) start one."""
+    try:
+        following = state.enqueue(
+            BULK_TYPE,
+            payload,
+            priority=1,
+            max_retries=3,
+            idempotency_key=_continuation_key(job_id),
+        )
+    except state.IdempotencyKeyReused as started:
+        return str(started.job_id)
+    return str(following["id"])

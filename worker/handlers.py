@@ -176,12 +176,23 @@ def flaky(job: JobContext) -> dict[str, Any]:
             "signature": {"type": ["string", "null"]},
             "search": {"type": "string"},
             "as_of": {"type": "string", "format": "date-time"},
+            # Set when a bulk job continues another's (`jobs.bulk.run`).
+            "after": {"type": "string", "format": "uuid"},
+            "done": {
+                "type": "object",
+                "properties": {
+                    "matched": {"type": "integer", "minimum": 0},
+                    "changed": {"type": "integer", "minimum": 0},
+                },
+                "required": ["matched", "changed"],
+                "additionalProperties": False,
+            },
         },
         "required": ["action", "query", "as_of"],
         "additionalProperties": False,
     },
 )
-def bulk_action(job: JobContext) -> dict[str, int]:
+def bulk_action(job: JobContext) -> dict[str, Any]:
     """Retry, cancel or purge every job a filter matched, in bounded batches (`jobs.bulk`);
     its log shows the progress."""
 
@@ -189,4 +200,7 @@ def bulk_action(job: JobContext) -> dict[str, int]:
         job.raise_if_cancelled()
         job.logger.info("%d of %d done (%d changed)", seen, confirmed, changed)
 
-    return bulk.run(job.payload, progress)
+    result = bulk.run(job.payload, progress, job_id=job.id)
+    if "continued_in" in result:
+        job.logger.info("continued in job %s", result["continued_in"])
+    return result

@@ -134,16 +134,46 @@ def test_a_group_is_retried_in_one_action_run_as_a_job_in_batches(
 
     monkeypatch.setattr(bulk, "BATCH", 2)
     progress: list[tuple[int, int, int]] = []
-    result = bulk.run(runner.payload, lambda *p: progress.append(p))
+    result = bulk.run(runner.payload, lambda *p: progress.append(p), job_id=runner.id)
 
     assert result == {"matched": 5, "retried": 5}
     assert progress == [(2, 2, 5), (4, 4, 5), (5, 5, 5)]
     assert all(Job.objects.get(id=job["id"]).status == JobStatus.PENDING for job in group)
     assert Job.objects.filter(in_dlq=True).count() == 1  # the other group stays
     # Run again (a crash and a retry of the bulk job): nothing matches any more.
-    assert bulk.run(runner.payload, lambda *p: None) == {"matched": 0, "retried": 0}
+    assert bulk.run(runner.payload, lambda *p: None, job_id=runner.id) == {
+        "matched": 0,
+        "retried": 0,
+    }
     entry = AuditEntry.objects.get(action="bulk")
     assert (entry.count, entry.target) == (5, str(runner.id))
+
+
+def test_a_long_bulk_action_hands_the_rest_to_a_new_bulk_job_and_keeps_counting(
+    as_operator: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = [dead_letter("flaky", error="boom") for _ in range(5)]
+    confirm = as_operator.get("/bulk/purge", {"scope": "dlq"})
+    form = {**dict(confirm.context["hidden"]), "as_of": confirm.context["as_of"], "confirmed": "5"}
+    as_operator.post("/bulk/purge", form)
+    first = Job.objects.get(type=bulk.BULK_TYPE)
+    monkeypatch.setattr(bulk, "BATCH", 2)
+    # A clock that says the slice is over after each batch.
+    ticks = iter(range(0, 10_000, 1_000))
+
+    def run(job: Job) -> dict[str, Any]:
+        return bulk.run(job.payload, lambda *p: None, job_id=job.id, clock=lambda: next(ticks))
+
+    handed = run(first)
+    second = Job.objects.get(id=handed["continued_in"])
+    assert handed == {"matched": 2, "purged": 2, "continued_in": str(second.id)}
+    assert second.payload["done"] == {"matched": 2, "changed": 2}
+    # Run again (a crash before it completed): the rest is the continuation's.
+    assert run(first) == {"continued_in": str(second.id)}
+    third = Job.objects.get(id=run(second)["continued_in"])
+    assert run(third) == {"matched": 5, "purged": 5}  # the totals of the whole action
+    assert not Job.objects.filter(id__in=[j["id"] for j in group]).exists()
+    assert Job.objects.filter(type=bulk.BULK_TYPE).count() == 3
 
 
 def test_cancel_all_matching_takes_what_was_counted_and_nothing_that_came_later(
@@ -161,7 +191,10 @@ def test_cancel_all_matching_takes_what_was_counted_and_nothing_that_came_later(
     late = state.enqueue("noop", {}, priority=3)  # after the count: not the operator's intent
 
     runner = Job.objects.get(type=bulk.BULK_TYPE)
-    assert bulk.run(runner.payload, lambda *p: None) == {"matched": 3, "cancelled": 3}
+    assert bulk.run(runner.payload, lambda *p: None, job_id=runner.id) == {
+        "matched": 3,
+        "cancelled": 3,
+    }
     assert Job.objects.filter(type="noop", status=JobStatus.CANCELLED).count() == 3
     assert Job.objects.get(id=late["id"]).status == JobStatus.PENDING
     assert Job.objects.get(type="flaky").status == JobStatus.PENDING
