@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from queue import SimpleQueue
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.utils import timezone
 
 from jobs.registry import HandlerSpec, JobContext, UnknownJobType, registry
@@ -239,6 +239,8 @@ class Processor:
             self._inbox.put(("outcome", outcome))
             if leave:
                 break
+        # The connection this thread kept between its jobs (runworker) goes with it.
+        connections.close_all()
         with self._lock:
             self._threads -= 1
 
@@ -253,7 +255,8 @@ class Processor:
         except Exception as error:
             return Outcome(attempt, error=error)
         finally:
-            # A handler thread's own connections; the loop thread manages its connection.
+            # A handler thread's own connections: kept for its next job unless broken or
+            # left mid-transaction; the loop thread manages its connection.
             if not inline:
                 close_old_connections()
         return Outcome(attempt, result=result)

@@ -37,6 +37,14 @@ def record_run(job: JobContext) -> dict[str, Any]:
     return {"pid": os.getpid()}
 
 
+def backend_pid(job: JobContext) -> dict[str, Any]:
+    """Return the PostgreSQL backend serving this handler's queries."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    return {"backend": pid}
+
+
 def count_run(job: JobContext) -> dict[str, Any]:
     """Sleep `seconds`, then append "<job id> <attempt id>" to the file `path`: the handler's
     side effect, kept outside PostgreSQL and Redis so that it survives their outages. One
@@ -149,6 +157,7 @@ HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     # The same under another type name, for limits on a type.
     "record_rated": (record_run, {}),
     "count_run": (count_run, {}),
+    "backend_pid": (backend_pid, {}),
     "wait_for_cancel": (wait_for_cancel, {}),
     "sleep": (sleep, {}),
     "short_timeout": (sleep, {"timeout": 0.5}),

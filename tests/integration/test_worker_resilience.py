@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from jobs import state
-from jobs.models import JobAttempt, JobLog
+from jobs.models import Job, JobAttempt, JobLog
 
 from .conftest import job_status, wait_for
 
@@ -50,6 +50,29 @@ def test_worker_survives_losing_its_database_connections(start_worker):
     assert worker.popen.poll() is None
     logs = worker.logs()
     assert "database unavailable" in logs or "listener lost its connection" in logs, logs
+
+
+def test_a_handler_thread_keeps_its_connection_between_jobs_and_recovers_when_it_is_cut(
+    start_worker,
+):
+    worker = start_worker("--concurrency", "2")
+    worker.wait_registered()
+    first = [state.enqueue("backend_pid", {}) for _ in range(20)]
+    wait_for(lambda: all(job_status(job["id"]) == "completed" for job in first), timeout=30)
+    backends = {row.result["backend"] for row in Job.objects.filter(type="backend_pid")}
+    assert len(backends) <= 2  # one per handler thread, not one per job
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM unnest(%s) AS pid", [list(backends)]
+        )
+    second = [state.enqueue("backend_pid", {}) for _ in range(4)]
+    wait_for(lambda: all(job_status(job["id"]) == "completed" for job in second), timeout=30)
+    later = {Job.objects.get(id=job["id"]).result["backend"] for job in second}
+    assert not later & backends
+    # A dead kept connection is noticed before the handler's first query: no attempt failed.
+    assert JobAttempt.objects.filter(job_id__in=[job["id"] for job in second]).count() == 4
+    assert worker.popen.poll() is None
 
 
 def test_log_lines_of_an_outcome_survive_an_exchange_cut_short(start_worker):

@@ -92,11 +92,13 @@ class Command(BaseCommand):
         dedicated = dict(options["queue"])
         if options["queues"] is not None and set(options["queues"]) & set(dedicated):
             raise CommandError("a queue given its own slots with --queue is not also in --queues")
-        # A worker holds a fixed set of connections for its whole life: its loop's and its
-        # listener's, plus one per running handler that queries, closed when it returns.
+        # A worker holds a fixed set of connections for its whole life: its loop's, its
+        # completer's and its listener's, plus one per handler thread that queries, kept for
+        # its next job (a new PostgreSQL connection per job would cost more than most jobs).
         # A pool (settings: for web processes) would only keep more of them open, idle.
         connection.close()
         connection.settings_dict["OPTIONS"].pop("pool", None)
+        connection.settings_dict["CONN_MAX_AGE"] = None
         children = [self._start_lane(name, slots, options) for name, slots in dedicated.items()]
         worker = Worker(
             scheduler=options["scheduler"],
