@@ -304,8 +304,12 @@ class ExplanationSerializer(serializers.Serializer):
     message = serializers.CharField(help_text="The reason in one plain sentence.")
     details = serializers.DictField(
         help_text="The data behind it: `run_at`; `next_retry_at`, `attempt`, `max_retries`; "
-        "`upstream` (id, type, status each); `live_workers`; `ahead` (counted up to 10,001), "
-        "`virtual_deadline`, `newer_jobs_queue_behind_from` (priority -> time)."
+        "`upstream` (id, type, status each); `queue`, `paused_since`, `paused_by` (null when "
+        "no operator's pause is recorded), `pending_in_queue`; `queue`, `live_workers`, "
+        "`served_by_live_workers`; `scope`, `name`, `full` (`max_running` or `max_starts`), "
+        "`max_running`, `running`, `max_starts`, `recent_starts`, `period_seconds`; `ahead` "
+        "(counted up to 10,001), `virtual_deadline`, `newer_jobs_queue_behind_from` "
+        "(priority -> time), `live_workers` (serving its queue)."
     )
 
 

@@ -248,7 +248,8 @@ class JobExplainView(ApiView):
         tags=JOBS_TAG,
         summary="Why a job is not running (yet)",
         description="One plain sentence and the data behind it: finished, running, waiting "
-        "for upstream jobs, scheduled for later, waiting for its retry, no live worker, "
+        "for upstream jobs, scheduled for later, waiting for its retry, its queue paused, no "
+        "live worker serving its queue, a full concurrency or rate limit on its type or queue, "
         "or due with N jobs ahead of it in run order.",
         parameters=[JOB_ID_PARAMETER],
         responses={200: ExplanationSerializer, **error_responses(400, 404, *READ_ERRORS)},
