@@ -131,13 +131,28 @@ def run(sizes: Sequence[int] = DEFAULT_SIZES, runs: int = DEFAULT_RUNS, seed: in
     """Median milliseconds per (operation, size) for each structure; the runs interleave the
     structures, in a rotating order, so that a noisy moment on a shared machine does not hit
     only one of them."""
-    rows = []
     # All inputs exist before the first measurement, so that no size's data is laid out in
     # memory among the leftovers of the previous sizes' runs.
     inputs: dict[int, tuple[list[ScheduledJob], list[tuple[Any, ...]], list[int]]] = {}
     for size in sizes:
         entries = make_entries(size, seed)
         inputs[size] = (entries, [_tuple_key(e) for e in entries], [e.key for e in entries])
+    # What exists now lives through the whole run: frozen, it is not walked again by the
+    # collection before each measurement (in a large process that walk dwarfed the runs).
+    gc.collect()
+    gc.freeze()
+    try:
+        return _measure(sizes, runs, inputs)
+    finally:
+        gc.unfreeze()
+
+
+def _measure(
+    sizes: Sequence[int],
+    runs: int,
+    inputs: dict[int, tuple[list[ScheduledJob], list[tuple[Any, ...]], list[int]]],
+) -> list[Row]:
+    rows = []
     for size in sizes:
         entries, tuples, ints = inputs[size]
         samples: dict[str, list[tuple[float, float]]] = {
