@@ -64,8 +64,8 @@ WITH due AS (
     WHERE limited.counts_starts
     GROUP BY limited.limit_id, room.at
 )
-SELECT c.current_attempt_id, scheduler_job_object(ROW(c.*)::jobs)::text AS job
-FROM claimed c
+SELECT c.current_attempt_id, scheduler_job_object(ROW(c.*)::jobs, up.ids)::text AS job
+FROM claimed c CROSS JOIN LATERAL scheduler_upstream_ids(c.id) AS up
 ORDER BY c.virtual_deadline, c.created_at, c.id;
 
 -- name: complete_jobs
@@ -100,8 +100,8 @@ WITH outcome AS (
     WHERE id = %(worker_id)s
 )
 SELECT d.id, d.recur_interval, d.scheduled_at, d.schedule_id,
-       scheduler_job_object(ROW(d.*)::jobs)::text AS job
-FROM done d CROSS JOIN closed;
+       scheduler_job_object(ROW(d.*)::jobs, up.ids)::text AS job
+FROM done d CROSS JOIN LATERAL scheduler_upstream_ids(d.id) AS up CROSS JOIN closed;
 
 -- name: schedule_next_runs
 -- The next run of each recurring job in `job_ids`, at the matching `run_at` (computed by its
@@ -371,7 +371,7 @@ WITH new AS (
     FROM new
     WHERE pending_dependencies = 0
 )
-SELECT new.id, scheduler_job_object(ROW(new.*)::jobs, NULL)::text AS job
+SELECT new.id, scheduler_job_object(ROW(new.*)::jobs, '{}')::text AS job
 FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified;
 
 -- name: create_jobs
@@ -399,7 +399,7 @@ WITH new AS (
 ), woken AS (
     SELECT pg_notify(%(channel)s, %(feed)s) WHERE EXISTS (SELECT FROM new)
 )
-SELECT scheduler_job_object(ROW(new.*)::jobs, NULL)::text AS job
+SELECT scheduler_job_object(ROW(new.*)::jobs, '{}')::text AS job
 FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified;
 
 -- name: take_idempotency_key

@@ -36,17 +36,20 @@ $$ SELECT rtrim(left(type || ' · ' || coalesce(error_type, 'Error') || ': ' ||
            '\s+', ' ', 'g')),
        500)) $$;
 
--- The job object of the API and of every `job.*` event, for one `jobs` row and the job it
--- depends on. The only place its shape is written: transitions return it, and reads
+-- The job object of the API and of every `job.*` event, for one `jobs` row and the ids of the
+-- jobs it depends on (`job_dependencies`, in the order the edges were written; `depends_on`
+-- is the first). The only place its shape is written: transitions return it, and reads
 -- annotate it (`jobs.representation`). One expression with no subquery, so PostgreSQL
--- inlines it into the calling statement: called as a function it cost twice as much.
-CREATE OR REPLACE FUNCTION scheduler_job_object(j jobs, depends_on_id uuid) RETURNS json
+-- inlines it into the calling statement: called as a function it cost twice as much. A
+-- statement that knows the edges passes them (a job it just created has none: '{}'); the
+-- hot ones join `scheduler_upstream_ids` laterally, which keeps the call inlined.
+CREATE OR REPLACE FUNCTION scheduler_job_object(j jobs, upstream_ids uuid[]) RETURNS json
 LANGUAGE sql STABLE PARALLEL SAFE AS
 $$ SELECT json_build_object(
        'id', j.id, 'type', j.type, 'payload', j.payload, 'priority', j.priority,
        'status', j.status, 'attempt_count', j.attempt_count,
        'max_retries', j.max_retries, 'scheduled_at', scheduler_time(j.scheduled_at),
-       'recur_interval', j.recur_interval, 'depends_on', depends_on_id,
+       'recur_interval', j.recur_interval, 'depends_on', upstream_ids[1],
        'in_dlq', j.in_dlq, 'created_at', scheduler_time(j.created_at),
        'updated_at', scheduler_time(j.updated_at),
        'started_at', scheduler_time(j.started_at),
@@ -54,17 +57,22 @@ $$ SELECT json_build_object(
        'cancelled_at', scheduler_time(j.cancelled_at),
        'next_retry_at', scheduler_time(j.next_retry_at),
        'last_error', j.last_error, 'result', j.result, 'worker_id', j.worker_id,
-       'schedule_id', j.schedule_id,
-       'upstream_ids', coalesce((SELECT array_agg(dep.depends_on_id ORDER BY dep.id)
-                                 FROM job_dependencies dep WHERE dep.job_id = j.id), '{}'),
+       'schedule_id', j.schedule_id, 'upstream_ids', upstream_ids,
        'queue', j.queue) $$;
 
--- The job object of a row, its dependency read from `job_dependencies`. A statement that
--- knows the job has none (a job it just created without one) calls the form above.
+-- The ids of the jobs `of_job` depends on, in the order its edges were written ('{}': none),
+-- as one row: a set-returning SQL function of one SELECT, so a statement that joins it
+-- laterally (`CROSS JOIN LATERAL scheduler_upstream_ids(j.id) AS up`) gets it inlined.
+CREATE OR REPLACE FUNCTION scheduler_upstream_ids(of_job uuid) RETURNS TABLE (ids uuid[])
+LANGUAGE sql STABLE PARALLEL SAFE AS
+$$ SELECT coalesce(array_agg(dep.depends_on_id ORDER BY dep.id), '{}')
+   FROM job_dependencies dep WHERE dep.job_id = of_job $$;
+
+-- The job object of a row, its edges read from `job_dependencies`: for reads and the
+-- transitions off the hot path (a function call per row).
 CREATE OR REPLACE FUNCTION scheduler_job_object(j jobs) RETURNS json
 LANGUAGE sql STABLE PARALLEL SAFE AS
-$$ SELECT scheduler_job_object(j, (SELECT dep.depends_on_id FROM job_dependencies dep
-                                   WHERE dep.job_id = j.id ORDER BY dep.id LIMIT 1)) $$;
+$$ SELECT scheduler_job_object(j, up.ids) FROM scheduler_upstream_ids(j.id) AS up $$;
 
 -- Close attempts: each of `attempt_ids` finishes at the matching `finished_ats` with
 -- `closing_status`, its duration in whole milliseconds, and the error (NULL on success).

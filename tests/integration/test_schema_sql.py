@@ -50,3 +50,50 @@ def test_no_statement_writes_the_deadline_rule_itself() -> None:
     # The rule's only interval literal is in schema.sql; the statements call the function.
     assert [name for name, body in queries().items() if "interval '" in body] == []
     assert "scheduler_virtual_deadline" in query("release_dependents")
+
+
+HOT_STATEMENTS = {
+    "create_job": {
+        "type": "noop",
+        "queue": "default",
+        "payload": "{}",
+        "priority": 2,
+        "max_retries": 3,
+        "run_at": datetime(2026, 1, 1, tzinfo=UTC),
+        "recur_interval": None,
+        "now": datetime(2026, 1, 1, tzinfo=UTC),
+        "pending_dependencies": 0,
+        "channel": "nobody",
+    },
+    "create_jobs": {
+        "jobs": "[]",
+        "now": datetime(2026, 1, 1, tzinfo=UTC),
+        "channel": "nobody",
+        "feed": "{}",
+    },
+    "claim_jobs": {
+        "worker_id": None,
+        "limit": 1,
+        "job_ids": None,
+        "queues": None,
+        "other_queues": [],
+    },
+    "complete_jobs": {
+        "job_ids": [],
+        "attempt_ids": [],
+        "finished_at": [],
+        "results": "[]",
+        "worker_id": None,
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOT_STATEMENTS))
+def test_the_hot_statements_build_the_job_object_inline(name: str) -> None:
+    # Called as a function, the job object costs a call per row: the plan names the
+    # function only when PostgreSQL could not inline it (a subquery in its body, say).
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (VERBOSE) {query(name)}", HOT_STATEMENTS[name])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "json_build_object" in plan
+    assert "scheduler_job_object" not in plan
