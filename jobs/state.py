@@ -392,6 +392,7 @@ def _create(spec: JobSpec, now: datetime, pending_dependencies: int) -> JobObjec
             "pending_dependencies": pending_dependencies,
             "channel": RUNNABLE_CHANNEL,
         },
+        prepared=True,
     )
     return EncodedJob(row["job"])
 

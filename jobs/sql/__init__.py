@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from django.db import connection
 
 _QUERY_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -25,14 +26,28 @@ def query(name: str) -> str:
     return queries()[name]
 
 
-def fetch(name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Run the named query; its rows as column name -> value (none for a bare statement)."""
+def fetch(name: str, params: Mapping[str, Any], *, prepared: bool = False) -> list[dict[str, Any]]:
+    """Run the named query; its rows as column name -> value (none for a bare statement).
+
+    `prepared`: for a statement whose plan does not depend on its parameters, run often.
+    Django binds parameters on the client, so PostgreSQL parses and plans the whole text
+    on every call (for `create_job`, as long as executing it); psycopg's own cursor binds
+    them on the server and prepares a statement once it ran `prepare_threshold` times (5)
+    on a connection, and later calls skip both."""
     with connection.cursor() as cursor:
-        cursor.execute(query(name), params)
-        if cursor.description is None:
-            return []
-        columns = [column.name for column in cursor.description]
-        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+        if not prepared:
+            cursor.execute(query(name), params)
+            return _rows(cursor)
+        with connection.wrap_database_errors, psycopg.Cursor(cursor.connection) as bound:
+            bound.execute(query(name), params)
+            return _rows(bound)
+
+
+def _rows(cursor: Any) -> list[dict[str, Any]]:
+    if cursor.description is None:
+        return []
+    columns = [column.name for column in cursor.description]
+    return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
 def schema() -> str:

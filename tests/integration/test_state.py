@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from jobs import state
 from jobs.models import Job, JobAttempt, JobLog, Worker
+from jobs.sql import query
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -240,6 +241,17 @@ def test_event_is_published_only_after_the_callers_transaction_commits(events):
         assert events.drain(0.2) == []
     event = events.wait_for("job.created", lambda data: data["id"] == job["id"])
     assert event["data"] == job
+
+
+def test_creating_a_job_is_a_prepared_statement_after_a_few_runs():
+    # Parsing and planning `create_job` on every call cost as much as executing it.
+    for _ in range(6):
+        state.enqueue("noop", {})
+    first_line = query("create_job").splitlines()[0]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert [text for text in prepared if text.startswith(first_line)], prepared
 
 
 def test_enqueue_in_a_rolled_back_transaction_leaves_no_job_and_no_event(events):
