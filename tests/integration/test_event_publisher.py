@@ -4,15 +4,16 @@ burst of them reaches the channel whole and in order, in fewer Redis commands th
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from django.conf import settings
 
 from jobs import state
-from jobs.events import background_publisher
+from jobs.events import BackgroundPublisher, RedisEventBus, background_publisher
 from scheduler_project.devservices.redis_server import EmbeddedRedis
 from tests.conftest import EventListener
 
@@ -64,3 +65,27 @@ def test_a_burst_of_enqueues_publishes_every_job_created_in_order_in_fewer_comma
     # The first command (and a retry after Redis had not seen the script), then the rest.
     assert len(created) > 4
     assert 0 < publish_commands(private_redis) <= 4
+
+
+def test_events_queued_while_the_publisher_lingers_go_out_in_one_command(
+    private_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One enqueue after another, each event alone in its command, was a quarter of an
+    # enqueue's time. Ten submissions a few milliseconds apart, as single enqueues come,
+    # within a linger made long (a second) so that a busy machine cannot split them.
+    assert background_publisher.flush()
+    monkeypatch.setattr(BackgroundPublisher, "LINGER_SECONDS", 1.0)
+    commands: list[int] = []
+    publish_many = RedisEventBus.publish_many
+
+    def counted(bus: RedisEventBus, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        events = list(events)
+        commands.append(len(events))
+        publish_many(bus, events)
+
+    monkeypatch.setattr(RedisEventBus, "publish_many", counted)
+    for n in range(10):
+        background_publisher.submit([("job.created", {"n": n})])
+        time.sleep(0.005)
+    assert background_publisher.flush(timeout=10)
+    assert commands == [10]
