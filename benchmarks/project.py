@@ -231,24 +231,30 @@ def prunable_retention(share: float) -> float:
 
 def drain_rounds(project: Project, sizes: Sizes, retention: float, history: int) -> dict[str, Any]:
     """Rounds of `sizes.drain` jobs through one default worker that also runs its pruner with
-    `retention`, until a tenth of `history` is pruned (or `sizes.seconds` x 10 pass)."""
+    `retention`: three rounds when it prunes nothing, else rounds until a tenth of `history`
+    is pruned (or `sizes.seconds` x 30 pass). A round still unfinished after `sizes.seconds`
+    x 3 is a stalled worker: it ends the rounds, and is reported as its rate so far."""
     project.prepare()
     os.environ["SCHEDULER_RETAIN_COMPLETED"] = str(retention)
     before = stats.current_stats()["total"]
     process = project.start_worker("defaults")
     rates: list[float] = []
+    stalled = False
     started = time.perf_counter()
-    deadline = started + sizes.seconds * 10
+    deadline = started + sizes.seconds * (30 if retention else 10)
     try:
-        while time.perf_counter() < deadline:
+        while time.perf_counter() < deadline and not stalled:
             done = project.finished()
             round_started = time.perf_counter()
             state.enqueue_many(state.JobSpec("bench_noop", {}) for _ in range(sizes.drain))
-            while project.finished() < done + sizes.drain:
-                if process.poll() is not None or time.perf_counter() > deadline:
-                    raise RuntimeError(f"the worker stopped or stalled: exit {process.poll()}")
+            while (drained := project.finished() - done) < sizes.drain:
+                if process.poll() is not None:
+                    raise RuntimeError(f"the worker stopped: exit {process.poll()}")
+                if time.perf_counter() - round_started > sizes.seconds * 3:
+                    stalled = True
+                    break
                 time.sleep(POLL_SECONDS)
-            rates.append(sizes.drain / (time.perf_counter() - round_started))
+            rates.append(drained / (time.perf_counter() - round_started))
             pruned = before + project.finished() - stats.current_stats()["total"]
             if (retention == 0 and len(rates) >= 3) or pruned >= history // 10:
                 break
@@ -259,9 +265,12 @@ def drain_rounds(project: Project, sizes: Sizes, retention: float, history: int)
     pruned = before + project.finished() - stats.current_stats()["total"]
     return {
         "drain": statistics.median(rates),
+        "slowest": min(rates),
         "rounds": len(rates),
+        "stalled": stalled,
         "pruned": pruned,
         "pruned_per_s": pruned / elapsed,
+        "seconds": elapsed,
     }
 
 

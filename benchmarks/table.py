@@ -183,8 +183,21 @@ def pruning(figures: dict[str, Any]) -> list[str]:
             number(pruning["drain"]),
             ratio(pruning["drain"], steady["drain"]),
         ],
+        [
+            "drain, slowest round (jobs/s)",
+            number(steady.get("slowest")),
+            number(pruning.get("slowest")),
+            ratio(pruning.get("slowest"), steady.get("slowest")),
+        ],
         ["rounds", number(steady["rounds"]), number(pruning["rounds"]), "-"],
+        [
+            "a round stalled (unfinished after 3x the measure's cap)",
+            "yes" if steady.get("stalled") else "no",
+            "yes" if pruning.get("stalled") else "no",
+            "-",
+        ],
         ["history rows pruned", "0", number(pruning["pruned"]), "-"],
         ["pruned rows/s", "-", number(pruning["pruned_per_s"]), "-"],
+        ["seconds of rounds", number(steady.get("seconds")), number(pruning.get("seconds")), "-"],
     ]
     return _markdown(header, body)

@@ -135,3 +135,15 @@ def test_the_runs_databases_are_named_on_the_same_servers() -> None:
     )
     assert with_redis_db("redis://127.0.0.1:6379/0", 13) == "redis://127.0.0.1:6379/13"
     assert with_redis_db("unix:///tmp/redis.sock?db=0", 13) == "unix:///tmp/redis.sock?db=13"
+
+
+def test_pruning_table_says_how_slow_the_slowest_round_was_and_whether_one_stalled() -> None:
+    steady = {"drain": 1000.0, "slowest": 900.0, "rounds": 3, "stalled": False, "seconds": 30.0}
+    pruning = {**steady, "drain": 800.0, "slowest": 450.0, "rounds": 9, "stalled": True}
+    lines = table.pruning(
+        {"steady": steady, "pruning": {**pruning, "pruned": 100_000, "pruned_per_s": 1000.0}}
+    )
+    assert cells(lines, "drain, median of rounds")[1:] == ["1,000", "800", "0.80x"]
+    assert cells(lines, "drain, slowest round")[1:] == ["900", "450", "0.50x"]
+    assert cells(lines, "a round stalled")[1:3] == ["no", "yes"]
+    assert cells(lines, "history rows pruned")[1:3] == ["0", "100,000"]
