@@ -549,6 +549,10 @@ SELECT pg_try_advisory_xact_lock(hashtext('scheduler_prune')) AS ours;
 -- `finished_before`, dead letters failed before `dlq_before` (NULL keeps them all). Jobs a
 -- waiting job depends on are passed over, here already so that a batch is never full of
 -- them. Locked rows are skipped: a job someone is acting on is not pruned under them.
+-- Cancelled is final and only a cancel sets `cancelled_at`, so the cancelled branch walks
+-- `jobs_cancelled_idx` alone: with `status = 'cancelled'` too, the planner multiplied the
+-- two selectivities, expected too few rows for the LIMIT and read every cancelled job
+-- past the retention (with its `scheduler_waited_on`) to sort them: 190 ms a batch at 1M.
 SELECT id FROM jobs
 WHERE id IN ((SELECT id FROM jobs
               WHERE status = 'completed' AND completed_at < %(finished_before)s
@@ -556,7 +560,7 @@ WHERE id IN ((SELECT id FROM jobs
               ORDER BY completed_at LIMIT %(limit)s)
              UNION ALL
              (SELECT id FROM jobs
-              WHERE status = 'cancelled' AND cancelled_at < %(finished_before)s
+              WHERE cancelled_at < %(finished_before)s
                 AND NOT scheduler_waited_on(id)
               ORDER BY cancelled_at LIMIT %(limit)s)
              UNION ALL
