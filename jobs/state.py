@@ -468,6 +468,7 @@ def claim(
             "job_ids": list(job_ids) if job_ids else None,
             **queues.params(),
         },
+        prepared=True,
     )
     claimed = [
         ClaimedJob(
@@ -503,6 +504,7 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
                 "finished_at": [s.finished_at for s in successes],
                 "worker_id": worker_id,
             },
+            prepared=True,
         )
         completed = _job_objects(rows)
         next_runs = _schedule_next_runs(rows)
@@ -511,7 +513,9 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
         if completed:
             released = [
                 r
-                for r in fetch("release_dependents", {"job_ids": [r["id"] for r in rows]})
+                for r in fetch(
+                    "release_dependents", {"job_ids": [r["id"] for r in rows]}, prepared=True
+                )
                 if r["pending_dependencies"] == 0
             ]
         _notify_runnable(next_runs + released)

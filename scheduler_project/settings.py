@@ -160,9 +160,9 @@ DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
     "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0),
 }
 # Django turns psycopg's automatic preparation off; the hot statements `jobs.sql.fetch` runs
-# `prepared` (creating a job) are prepared once run 5 times on a connection (the ORM binds
-# its parameters on the client and is never prepared). Off for a pooler in transaction mode
-# without prepared statements (PgBouncer before 1.21).
+# `prepared` (creating, claiming, completing jobs) are prepared once run 5 times on a
+# connection (the ORM binds its parameters on the client and is never prepared). Off for a
+# pooler in transaction mode without prepared statements (PgBouncer before 1.21).
 DATABASES["default"]["OPTIONS"]["prepare_threshold"] = (
     5 if env_bool("DATABASE_PREPARED_STATEMENTS", True) else None
 )

@@ -29,11 +29,12 @@ def query(name: str) -> str:
 def fetch(name: str, params: Mapping[str, Any], *, prepared: bool = False) -> list[dict[str, Any]]:
     """Run the named query; its rows as column name -> value (none for a bare statement).
 
-    `prepared`: for a statement whose plan does not depend on its parameters, run often.
-    Django binds parameters on the client, so PostgreSQL parses and plans the whole text
-    on every call (for `create_job`, as long as executing it); psycopg's own cursor binds
-    them on the server and prepares a statement once it ran `prepare_threshold` times (5)
-    on a connection, and later calls skip both."""
+    `prepared`: for the hot statements, whose good plan does not depend on their
+    parameters. Django binds parameters on the client, so PostgreSQL parses and plans the
+    whole text on every call (for `create_job`, as long as executing it; for a claim of one
+    job, longer); psycopg's own cursor binds them on the server and prepares a statement
+    once it ran `prepare_threshold` times (5) on a connection: later calls skip the parse,
+    and the plan too once PostgreSQL settles on a generic one."""
     with connection.cursor() as cursor:
         if not prepared:
             cursor.execute(query(name), params)
