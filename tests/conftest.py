@@ -28,6 +28,10 @@ from jobs.stats import stats_publisher
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    settings.PASSWORD_HASHERS = ["tests.passwords.FewRoundsPBKDF2PasswordHasher"]
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
     # This process runs workers, listeners and servers on threads of its own, whose
