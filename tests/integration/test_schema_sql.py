@@ -46,6 +46,26 @@ def test_the_time_function_and_its_python_twin_agree(instant: datetime) -> None:
     assert sql("scheduler_time(%s)", instant) == format_time(instant)
 
 
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seconds=st.one_of(st.sampled_from(BUCKETS), st.floats(0, 10_000)))
+def test_a_metric_falls_in_the_smallest_bucket_that_holds_it(seconds: float) -> None:
+    assert sql("scheduler_metric_buckets()") == list(BUCKETS)
+    expected = min((bound for bound in BUCKETS if bound >= seconds), default=float("inf"))
+    assert sql("scheduler_metric_le(%s)", seconds) == expected
+
+
+def test_the_bucket_of_a_metric_is_inlined_into_the_counters_trigger() -> None:
+    # Called as a function, its body was planned again at every firing of the trigger.
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (VERBOSE) SELECT scheduler_metric_le(n) FROM generate_series(1, 9) n")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "width_bucket" in plan
+    assert "scheduler_metric_le" not in plan
+
+
 def test_no_statement_writes_the_deadline_rule_itself() -> None:
     # The rule's only interval literal is in schema.sql; the statements call the function.
     assert [name for name, body in queries().items() if "interval '" in body] == []
