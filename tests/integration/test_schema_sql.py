@@ -60,7 +60,9 @@ def test_a_metric_falls_in_the_smallest_bucket_that_holds_it(seconds: float) -> 
 def test_the_bucket_of_a_metric_is_inlined_into_the_counters_trigger() -> None:
     # Called as a function, its body was planned again at every firing of the trigger.
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (VERBOSE) SELECT scheduler_metric_le(n) FROM generate_series(1, 9) n")
+        cursor.execute(
+            "EXPLAIN (VERBOSE) SELECT scheduler_metric_le(n) FROM generate_series(1, 9) AS n"
+        )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "width_bucket" in plan
     assert "scheduler_metric_le" not in plan
