@@ -816,8 +816,9 @@ def wake_workers() -> None:
 
 
 def _notify_runnable(rows: Sequence[Mapping[str, Any]]) -> None:
-    """Tell the workers these jobs (rows with id, priority, run_at, created_at) are runnable
-    from their `run_at` on, so an idle worker starts them at once rather than at its next feed."""
+    """Tell the workers these jobs (rows with id, type, priority, run_at, created_at) are
+    runnable from their `run_at` on, so an idle worker starts them at once rather than at its
+    next feed."""
     if len(rows) > _NOTIFY_EACH_UP_TO:
         _notify([_FEED])
         return
@@ -826,6 +827,7 @@ def _notify_runnable(rows: Sequence[Mapping[str, Any]]) -> None:
             json.dumps(
                 {
                     "id": str(row["id"]),
+                    "type": row["type"],
                     "priority": row["priority"],
                     "run_at": row["run_at"].isoformat(),
                     "created_at": row["created_at"].isoformat(),

@@ -69,6 +69,7 @@ def runnable_jobs(
             priority=row["priority"],
             ready_at=row["run_at"],
             created_at=row["created_at"],
+            type=row["type"],
         )
         for row in rows
     ]

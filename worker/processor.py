@@ -4,9 +4,11 @@ Handlers registered `inline` (trivially fast ones such as `noop`) run on the cal
 at once instead: a hand-off to a thread costs more than they do.
 
 Claimed jobs wait in one queue that the idle threads take from. The worker claims more only
-when a thread would otherwise go idle (`claim_room`), and then at most `prefetch` beyond the
-free threads: so at most `prefetch` claimed jobs ever wait for a thread, and a worker whose
-threads are all busy with slow handlers claims nothing that another worker could run.
+when a thread would otherwise go idle (`claim_room`): one job per idle thread, then more to
+wait for a thread (the prefetch) only while their handlers, at their type's recent pace here,
+would let the last of them start within `prefetch_wait` seconds, and never more than
+`prefetch`. So short jobs are claimed in batches, while a job of a slow type, or of a type
+this worker has not run yet, is never claimed to wait: it stays for an idle worker next door.
 A waiting job's timeout starts when a thread takes it.
 
 The worker's main thread owns every database call; handler threads only run handlers and
@@ -92,6 +94,8 @@ class Attempt:
     # Set under the processor's lock: the thread has returned / nobody wants its outcome.
     finished: bool = False
     abandoned: bool = False
+    # Seconds the handler took, once it returned.
+    ran_for: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,34 @@ class Outcome:
     result: Any = None
     error: BaseException | None = None
     finished_at: datetime = field(default_factory=timezone.now)
+
+
+# How much the latest run moves a type's pace: a few runs of a changed type tell.
+_PACE_WEIGHT = 0.3
+
+
+class Admission:
+    """One claim's choice: a job for each idle thread, then jobs to wait for a thread while
+    the handler time queued up, at each type's pace, fits `budget` thread-seconds (so the
+    last one waits about budget / threads), at most `prefetch` of them. A type without a
+    pace (not run here yet) is never taken to wait."""
+
+    def __init__(self, idle: int, prefetch: int, budget: float, pace: dict[str, float]) -> None:
+        self._idle = idle
+        self._prefetch = prefetch
+        self._budget = budget
+        self._pace = pace
+
+    def admits(self, job_type: str) -> bool:
+        if self._idle > 0:
+            self._idle -= 1
+            return True
+        cost = self._pace.get(job_type)
+        if self._prefetch <= 0 or cost is None or cost > self._budget:
+            return False
+        self._prefetch -= 1
+        self._budget -= cost
+        return True
 
 
 def _job_logger(job: ClaimedJob) -> logging.LoggerAdapter[logging.Logger]:
@@ -116,6 +148,7 @@ class Processor:
         inbox: SimpleQueue[Any],
         default_timeout: float,
         prefetch: int = 0,
+        prefetch_wait: float = 0.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -123,6 +156,9 @@ class Processor:
             raise ValueError("prefetch must be 0 or more")
         self.concurrency = concurrency
         self.prefetch = prefetch
+        self.prefetch_wait = prefetch_wait
+        # Seconds a handler of each type took lately (moving average), for the prefetch.
+        self.pace: dict[str, float] = {}
         self.default_timeout = default_timeout
         self.running: dict[uuid.UUID, Attempt] = {}
         self._inbox = inbox
@@ -143,6 +179,11 @@ class Processor:
         waiting = self.waiting
         free = self.concurrency - (len(self.running) - waiting)
         return free - waiting + self.prefetch if free > waiting else 0
+
+    def admission(self) -> Admission:
+        """Decides, candidate by candidate (most urgent first), which jobs to claim now."""
+        idle = max(0, self.concurrency - len(self.running))
+        return Admission(idle, self.prefetch, self.concurrency * self.prefetch_wait, self.pace)
 
     def start(self, job: ClaimedJob) -> Attempt:
         try:
@@ -175,7 +216,15 @@ class Processor:
         if self.running.get(attempt.job.id) is not attempt:
             return False
         self._forget(attempt)
+        if attempt.ran_for is not None:
+            self._learn(attempt.job.type, attempt.ran_for)
         return True
+
+    def _learn(self, job_type: str, seconds: float) -> None:
+        previous = self.pace.get(job_type)
+        self.pace[job_type] = (
+            seconds if previous is None else previous + _PACE_WEIGHT * (seconds - previous)
+        )
 
     def expired(self, now: float) -> list[Outcome]:
         """Give up the attempts past their timeout; their failure outcomes, to report."""
@@ -184,6 +233,7 @@ class Processor:
             deadline = attempt.deadline
             if deadline is not None and now >= deadline and self._abandon(attempt):
                 self._forget(attempt)
+                self._learn(attempt.job.type, attempt.timeout)
                 timed_out.append(
                     Outcome(
                         attempt,
@@ -246,10 +296,14 @@ class Processor:
 
     @staticmethod
     def _run(attempt: Attempt, *, inline: bool = False) -> Outcome:
+        began = time.monotonic()
         try:
             if attempt.spec is None:
                 raise HandlerMissing(f"no handler for job type {attempt.job.type!r} here")
-            result = attempt.spec.run(attempt.context)
+            try:
+                result = attempt.spec.run(attempt.context)
+            finally:
+                attempt.ran_for = time.monotonic() - began
             # Checked here so that one bad result cannot fail its whole completion batch.
             json.dumps(result)
         except Exception as error:

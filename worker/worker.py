@@ -107,7 +107,11 @@ class Worker:
         self.id = uuid.uuid4()
         self.inbox: SimpleQueue[tuple[str, Any]] = SimpleQueue()
         self.processor = Processor(
-            self.concurrency, self.inbox, settings.SCHEDULER_HANDLER_TIMEOUT, self.prefetch
+            self.concurrency,
+            self.inbox,
+            settings.SCHEDULER_HANDLER_TIMEOUT,
+            self.prefetch,
+            settings.SCHEDULER_PREFETCH_WAIT,
         )
         self.completer = Completer(self.id, self.inbox, self.rng, _max_db_backoff())
         self.listener = Listener(state.RUNNABLE_CHANNEL, self.inbox)
@@ -431,7 +435,15 @@ class Worker:
         limit = min(room, settings.SCHEDULER_CLAIM_BATCH, len(self.scheduler))
         if self.max_jobs is not None:
             limit = min(limit, self.max_jobs - self.claimed_total)
-        return [self.scheduler.pop() for _ in range(max(0, limit))]
+        admission = self.processor.admission()
+        popped: list[ScheduledJob] = []
+        while len(popped) < limit:
+            entry = self.scheduler.pop()
+            if not admission.admits(entry.type):
+                self.scheduler.insert(entry)
+                break
+            popped.append(entry)
+        return popped
 
     # --- outcomes ----------------------------------------------------------------------------
 

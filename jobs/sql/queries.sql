@@ -117,7 +117,7 @@ SELECT gen_random_uuid(), j.type, j.queue, j.payload, j.priority, 'pending', 0, 
 FROM unnest(%(job_ids)s::uuid[], %(run_at)s::timestamptz[]) AS n(previous_id, run_at)
 JOIN jobs j ON j.id = n.previous_id
 ON CONFLICT DO NOTHING
-RETURNING new.id, new.priority, new.run_at, new.created_at,
+RETURNING new.id, new.type, new.priority, new.run_at, new.created_at,
           scheduler_job_object(new)::text AS job;
 
 -- name: lock_live_schedules
@@ -143,7 +143,7 @@ WHERE NOT s.paused
                   WHERE live.schedule_id = s.id AND NOT live.in_dlq
                     AND live.status IN ('pending', 'processing', 'failed'))
 ON CONFLICT DO NOTHING
-RETURNING new.id, new.priority, new.run_at, new.created_at,
+RETURNING new.id, new.type, new.priority, new.run_at, new.created_at,
           scheduler_job_object(new)::text AS job;
 
 -- name: set_schedule_paused
@@ -175,7 +175,7 @@ FROM (SELECT dep.job_id, count(*) AS upstream_done
       WHERE dep.depends_on_id = ANY(%(job_ids)s::uuid[])
       GROUP BY dep.job_id) AS released
 WHERE j.id = released.job_id AND j.status = 'pending' AND j.pending_dependencies > 0
-RETURNING j.id, j.pending_dependencies, j.priority, j.run_at, j.created_at;
+RETURNING j.id, j.type, j.pending_dependencies, j.priority, j.run_at, j.created_at;
 
 -- name: fail_job
 -- Close a failed attempt. With attempts left the job waits for `retry_at`; without, it
@@ -269,7 +269,8 @@ SET status = 'pending',
     virtual_deadline = scheduler_virtual_deadline(j.priority, now()),
     updated_at = now()
 WHERE j.id = ANY(%(job_ids)s::uuid[]) AND j.status = 'failed' AND j.in_dlq
-RETURNING j.id, j.priority, j.run_at, j.created_at, scheduler_job_object(j)::text AS job;
+RETURNING j.id, j.type, j.priority, j.run_at, j.created_at,
+          scheduler_job_object(j)::text AS job;
 
 -- name: edit_dlq_payload
 -- Replace a dead letter's payload (validated by the caller); returns the payload it had.
@@ -329,7 +330,7 @@ WITH sight AS (
         current_attempt_id = NULL
     FROM lost
     WHERE j.id = lost.id
-    RETURNING j.id, j.priority, j.run_at, j.created_at, j.status,
+    RETURNING j.id, j.type, j.priority, j.run_at, j.created_at, j.status,
               scheduler_job_object(j)::text AS job, lost.attempt_id AS lost_attempt_id
 ), closed AS (
     SELECT scheduler_close_attempts(array_agg(lost_attempt_id), array_agg(now()),
@@ -364,7 +365,8 @@ WITH new AS (
             %(pending_dependencies)s)
     RETURNING *
 ), woken AS (
-    SELECT pg_notify(%(channel)s, json_build_object('id', id, 'priority', priority,
+    SELECT pg_notify(%(channel)s, json_build_object('id', id, 'type', type,
+                                                    'priority', priority,
                                                     'run_at', run_at,
                                                     'created_at', created_at,
                                                     'queue', queue)::text)
@@ -437,7 +439,7 @@ SELECT pg_notify(%(channel)s, payload) FROM unnest(%(payloads)s::text[]) AS payl
 -- The worker's feeder: runnable jobs due before `horizon` (or only `job_ids`), with what the
 -- in-memory scheduler orders them by. The claimable index serves it in order. The queues
 -- are those of `claim_jobs`.
-SELECT id, priority, run_at, created_at
+SELECT id, type, priority, run_at, created_at
 FROM jobs
 WHERE status IN ('pending', 'failed')
   AND NOT in_dlq

@@ -3,7 +3,10 @@ that wait for a thread, and claims nothing more, so an idle worker runs the rest
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from jobs import state
 from jobs.models import Job, JobAttempt
@@ -37,3 +40,28 @@ def test_a_busy_worker_holds_at_most_its_prefetch_and_an_idle_one_runs_the_rest(
     ran_on = set(JobAttempt.objects.filter(job_id__in=rest).values_list("worker_id", flat=True))
     assert ran_on == {idle.row().id}
     assert held_by(busy_id) == held  # it claimed nothing while its thread was busy
+
+
+def test_a_worker_never_holds_jobs_of_a_slow_type_waiting_behind_its_busy_thread(start_worker):
+    busy = start_worker("--concurrency", "1")  # the default prefetch
+    warm_up = state.enqueue("sleep", {"seconds": 0.3})
+    wait_for(lambda: job_status(warm_up["id"]) == "completed", timeout=60)
+    # Due together, so that one claim meets them all: the long one for the idle thread, and
+    # the short ones, of a type that ran 0.3 s here, to wait behind it if it prefetched them.
+    due = timezone.now() + timedelta(seconds=1)
+    long = state.enqueue("sleep", {"seconds": 20}, priority=1, scheduled_at=due)
+    short = [
+        state.enqueue("sleep", {"seconds": 0.3}, priority=3, scheduled_at=due) for _ in range(3)
+    ]
+    wait_for(lambda: job_status(long["id"]) == "processing", timeout=60)
+    busy_id = busy.row().id
+    assert held_by(busy_id) == {long["id"]}
+
+    idle = start_worker("--concurrency", "1")
+    wait_for(lambda: all(job_status(job["id"]) == "completed" for job in short), timeout=15)
+    ran_on = set(
+        JobAttempt.objects.filter(job_id__in=[job["id"] for job in short]).values_list(
+            "worker_id", flat=True
+        )
+    )
+    assert ran_on == {idle.row().id}

@@ -186,3 +186,30 @@ def test_a_job_lost_while_it_waits_for_a_thread_never_runs():
     assert next_outcome(inbox).result == "done"
     assert len(ran_on) == 1  # "after" only
     processor.stop()
+
+
+def test_a_type_is_prefetched_by_its_pace_and_an_unknown_or_slow_one_only_for_an_idle_thread():
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(2, inbox, default_timeout=5, prefetch=3, prefetch_wait=0.05)
+    first = processor.admission()
+    # A job for each idle thread, whatever its type; nothing to wait of a type not run here.
+    assert [first.admits(t) for t in ("probe_threaded", "probe_stubborn", "probe_threaded")] == [
+        True,
+        True,
+        False,
+    ]
+
+    # The stubborn type runs past its 0.2 s timeout, over the 0.1 thread-seconds of budget.
+    processor.start(claimed("probe_stubborn", seconds=0.4))
+    until(lambda: processor.expired(time.monotonic() + 1))
+    for _ in range(2):
+        processor.start(claimed("probe_threaded"))
+        assert processor.accept(next_outcome(inbox))
+    assert 0 < processor.pace["probe_threaded"] < 0.05
+    assert processor.pace["probe_stubborn"] == 0.2
+
+    later = processor.admission()
+    assert later.admits("probe_stubborn") and later.admits("probe_stubborn")  # idle threads
+    assert not later.admits("probe_stubborn")
+    assert [later.admits("probe_threaded") for _ in range(4)] == [True, True, True, False]
+    processor.stop()

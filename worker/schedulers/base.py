@@ -56,6 +56,9 @@ class ScheduledJob:
     priority: int
     ready_at: datetime
     created_at: datetime
+    # What the worker's prefetch weighs a job by (its type's recent handler time); not
+    # part of the order. Empty when unknown: such a job is never prefetched.
+    type: str = field(default="", compare=False)
     key: SortKey = field(init=False, repr=False, compare=False)
     # `job_id.int`, the structures' index key, held here to spare a hop through the UUID.
     int_id: int = field(init=False, repr=False, compare=False)
@@ -75,14 +78,16 @@ class ScheduledJob:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ScheduledJob:
-        """From a `jobs` row (columns id, priority, run_at, created_at). Values may be the
-        database's (UUID, datetime) or the API's (strings): `run_at` is the ready time."""
+        """From a `jobs` row (columns id, priority, run_at, created_at, and type if known).
+        Values may be the database's (UUID, datetime) or the API's (strings): `run_at` is the
+        ready time."""
         job_id = row["id"]
         return cls(
             job_id=job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id)),
             priority=int(row["priority"]),
             ready_at=_as_datetime(row["run_at"], "run_at"),
             created_at=_as_datetime(row["created_at"], "created_at"),
+            type=str(row.get("type") or ""),
         )
 
 
