@@ -101,6 +101,23 @@ def fold_dlq_counts() -> int:
     return int(fetch("fold_dlq_counts", {"before": before})[0]["folded"])
 
 
+# The hours of failed attempts the console charts; the fold keeps one more.
+FAILURE_HOURS = 24
+
+
+def failures_per_hour(tz: tzinfo, since: datetime) -> dict[datetime, int]:
+    """Failed attempts per hour in `tz` (naive local hour starts) from `since` on, from the
+    failed attempts' counters (`failure_counts`), whatever the failure rate."""
+    rows = fetch("failures_per_hour", {"time_zone": str(tz), "since": since})
+    return {row["hour"]: int(row["n"]) for row in rows}
+
+
+def fold_failure_counts() -> int:
+    """Collapse the failed attempts' appended rows, and drop the hours no chart shows."""
+    before = timezone.now() - timedelta(hours=FAILURE_HOURS + 1)
+    return int(fetch("fold_failure_counts", {"before": before})[0]["folded"])
+
+
 class StatsPublisher:
     """Publishes `stats.updated` from its own thread: at most once per interval, always
     after the last change, and behind the events of the commit that moved the counters

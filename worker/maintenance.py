@@ -13,9 +13,9 @@ returns what it did as counts, so tests call it directly and the worker loop onl
   per run, at once again after a full batch. It runs on a thread of its own
   (`BackgroundUnit`): a backlog of a million rows takes minutes, which the loop's claims
   must not wait behind.
-- CountFold: collapses the rows the job counters and the DLQ's groups appended
-  (`jobs.stats.fold_counts`, `fold_dlq_counts`), so a read of `/jobs/stats` or of the DLQ's
-  groups sums a few rows.
+- CountFold: collapses the rows the job counters, the DLQ's groups and the failed
+  attempts' counters appended (`jobs.stats.fold_counts`, `fold_dlq_counts`,
+  `fold_failure_counts`), so a read of `/jobs/stats` or of the DLQ's charts sums a few rows.
 
 Recurring series need no unit: the next slot is created by the completion statement itself.
 """
@@ -200,6 +200,7 @@ class CountFold(Unit):
         return {
             "folded": stats.fold_counts(),
             "dlq_folded": stats.fold_dlq_counts(),
+            "failures_folded": stats.fold_failure_counts(),
             "metrics_folded": metrics.fold(),
         }
 

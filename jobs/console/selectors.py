@@ -9,17 +9,15 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from django.db.models import Count, Max, Min, QuerySet, TextField
-from django.db.models.functions import Cast, TruncHour
+from django.db.models import Max, Min, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.timesince import timesince
 
 from jobs import stats
 from jobs.display import STATES, job_display_state
 from jobs.models import (
-    AttemptStatus,
     Job,
-    JobAttempt,
     JobDependency,
     JobLog,
     JobStatus,
@@ -235,18 +233,13 @@ def dlq_groups(tz: tzinfo, limit: int = 10, days: int = stats.DLQ_DAYS) -> list[
     return groups
 
 
-def failures_over_time(tz: tzinfo, hours: int = 24) -> list[tuple[datetime, int]]:
-    """Failed attempts per hour of the last `hours` hours, in the viewer's time zone."""
+def failures_over_time(tz: tzinfo, hours: int = stats.FAILURE_HOURS) -> list[tuple[datetime, int]]:
+    """Failed attempts per hour of the last `hours` hours, in the viewer's time zone: from
+    the failed attempts' counters (`jobs.stats`), whatever the failure rate."""
     now = timezone.now().astimezone(tz)
     last = now.replace(minute=0, second=0, microsecond=0)
     first = last - timedelta(hours=hours - 1)
-    rows = (
-        JobAttempt.objects.filter(status=AttemptStatus.FAILED, finished_at__gte=first)
-        .annotate(hour=TruncHour("finished_at", tzinfo=tz))
-        .values("hour")
-        .annotate(n=Count("id"))
-    )
-    counts = {row["hour"]: row["n"] for row in rows}
+    counts = {hour.replace(tzinfo=tz): n for hour, n in stats.failures_per_hour(tz, first).items()}
     buckets = [first + timedelta(hours=i) for i in range(hours)]
     return [(bucket, counts.get(bucket, 0)) for bucket in buckets]
 

@@ -541,6 +541,29 @@ WITH folded AS (
 )
 SELECT count(*) AS folded FROM folded;
 
+-- name: failures_per_hour
+-- Failed attempts per hour of `time_zone` from `since` (an hour's start there), from
+-- `failure_counts` (schema.sql), never from `job_attempts`.
+SELECT date_trunc('hour', bucket AT TIME ZONE %(time_zone)s) AS hour, sum(n) AS n
+FROM failure_counts
+WHERE bucket >= %(since)s
+GROUP BY 1;
+
+-- name: fold_failure_counts
+-- Collapse the appended rows into one per quarter of an hour and drop those older than
+-- `before`, as `fold_dlq_counts` does.
+WITH folded AS (
+    DELETE FROM failure_counts
+    WHERE EXISTS (SELECT 1 FROM failure_counts GROUP BY bucket HAVING count(*) > 1)
+       OR EXISTS (SELECT 1 FROM failure_counts WHERE bucket < %(before)s)
+    RETURNING bucket, n
+), summed AS (
+    INSERT INTO failure_counts (bucket, n)
+    SELECT bucket, sum(n) FROM folded WHERE bucket >= %(before)s
+    GROUP BY bucket HAVING sum(n) <> 0
+)
+SELECT count(*) AS folded FROM folded;
+
 -- name: take_prune_turn
 -- One pruner at a time: the others skip their turn rather than wait, or delete the same
 -- rows twice. Held until the pruner's transaction ends.

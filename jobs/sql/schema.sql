@@ -126,7 +126,7 @@ $$ SELECT CASE WHEN in_dlq THEN 'dlq' ELSE status END $$;
 -- errors, not the number of dead letters. Two kinds of row, from one GROUPING SETS:
 -- - totals (`bucket` NULL): dead letters per job type, error signature and message;
 -- - recent arrivals (`type` and `last_error` NULL): dead letters per error signature and
---   quarter of an hour of `updated_at` (`scheduler_dlq_bucket`), from which a day in any
+--   quarter of an hour of `updated_at` (`scheduler_quarter_hour`), from which a day in any
 --   time zone is summed exactly (every zone's offset is whole quarters of an hour). The
 --   fold drops those older than the console shows.
 CREATE TABLE IF NOT EXISTS dlq_counts (
@@ -138,7 +138,7 @@ CREATE TABLE IF NOT EXISTS dlq_counts (
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000);
 
 -- The quarter of an hour `t` falls in (its start).
-CREATE OR REPLACE FUNCTION scheduler_dlq_bucket(t timestamptz) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION scheduler_quarter_hour(t timestamptz) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $$ SELECT date_bin(interval '15 minutes', t, timestamptz '2000-01-01 00:00:00+00') $$;
 
@@ -158,10 +158,10 @@ $$ BEGIN
         INSERT INTO job_counts (key, queue, n)
         SELECT scheduler_count_key(status, in_dlq), queue, count(*) FROM new_rows GROUP BY 1, 2;
         INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
-        SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), count(*)
+        SELECT type, error_signature, last_error, scheduler_quarter_hour(updated_at), count(*)
         FROM new_rows WHERE in_dlq
         GROUP BY GROUPING SETS ((type, error_signature, last_error),
-                                (error_signature, scheduler_dlq_bucket(updated_at)));
+                                (error_signature, scheduler_quarter_hour(updated_at)));
         INSERT INTO job_metrics (name, type, queue, n)
         SELECT 'created', r.type, r.queue, count(*) FROM new_rows AS r
         GROUP BY 2, 3;
@@ -169,10 +169,10 @@ $$ BEGIN
         INSERT INTO job_counts (key, queue, n)
         SELECT scheduler_count_key(status, in_dlq), queue, -count(*) FROM old_rows GROUP BY 1, 2;
         INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
-        SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), -count(*)
+        SELECT type, error_signature, last_error, scheduler_quarter_hour(updated_at), -count(*)
         FROM old_rows WHERE in_dlq
         GROUP BY GROUPING SETS ((type, error_signature, last_error),
-                                (error_signature, scheduler_dlq_bucket(updated_at)));
+                                (error_signature, scheduler_quarter_hour(updated_at)));
     ELSE
         INSERT INTO job_counts (key, queue, n)
         SELECT key, queue, sum(n)
@@ -183,11 +183,11 @@ $$ BEGIN
         HAVING sum(n) <> 0;
         INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
         SELECT type, error_signature, last_error, bucket, sum(n)
-        FROM (SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at) AS bucket,
+        FROM (SELECT type, error_signature, last_error, scheduler_quarter_hour(updated_at) AS bucket,
                      1 AS n
               FROM new_rows WHERE in_dlq
               UNION ALL
-              SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), -1
+              SELECT type, error_signature, last_error, scheduler_quarter_hour(updated_at), -1
               FROM old_rows WHERE in_dlq) AS moved
         GROUP BY GROUPING SETS ((type, error_signature, last_error), (error_signature, bucket))
         HAVING sum(n) <> 0;
@@ -266,10 +266,10 @@ $$ BEGIN
     LOCK TABLE jobs IN SHARE MODE;
     DELETE FROM dlq_counts;
     INSERT INTO dlq_counts (type, error_signature, last_error, bucket, n)
-    SELECT type, error_signature, last_error, scheduler_dlq_bucket(updated_at), count(*)
+    SELECT type, error_signature, last_error, scheduler_quarter_hour(updated_at), count(*)
     FROM jobs WHERE in_dlq
     GROUP BY GROUPING SETS ((type, error_signature, last_error),
-                            (error_signature, scheduler_dlq_bucket(updated_at)));
+                            (error_signature, scheduler_quarter_hour(updated_at)));
 END $$;
 
 -- Whether a job that is still to finish depends on `upstream`: such a job is never deleted
@@ -355,6 +355,68 @@ END $$;
 CREATE OR REPLACE TRIGGER job_attempts_metric_updates AFTER UPDATE ON job_attempts
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION scheduler_metric_attempts();
+
+-- Failed attempts per quarter of an hour of `finished_at` (the console's "failed attempts
+-- per hour" chart, in any time zone, as `dlq_counts`' arrivals), kept like the job counters
+-- by statement triggers on `job_attempts`, so the chart reads at most 96 rows a day
+-- whatever the failure rate. Folded by `fold_failure_counts`, which drops what is older
+-- than the chart shows.
+CREATE TABLE IF NOT EXISTS failure_counts (
+    bucket timestamptz NOT NULL,
+    n bigint NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000);
+
+CREATE OR REPLACE FUNCTION scheduler_count_failures() RETURNS trigger
+LANGUAGE plpgsql AS
+$$ BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM failure_counts;
+    ELSIF TG_OP = 'INSERT' THEN
+        INSERT INTO failure_counts (bucket, n)
+        SELECT scheduler_quarter_hour(finished_at), count(*) FROM new_rows
+        WHERE status = 'failed' AND finished_at IS NOT NULL GROUP BY 1;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO failure_counts (bucket, n)
+        SELECT scheduler_quarter_hour(finished_at), -count(*) FROM old_rows
+        WHERE status = 'failed' AND finished_at IS NOT NULL GROUP BY 1;
+    ELSE
+        INSERT INTO failure_counts (bucket, n)
+        SELECT bucket, sum(n)
+        FROM (SELECT scheduler_quarter_hour(finished_at) AS bucket, 1 AS n FROM new_rows
+              WHERE status = 'failed' AND finished_at IS NOT NULL
+              UNION ALL
+              SELECT scheduler_quarter_hour(finished_at), -1 FROM old_rows
+              WHERE status = 'failed' AND finished_at IS NOT NULL) AS moved
+        GROUP BY bucket
+        HAVING sum(n) <> 0;
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER job_attempts_count_inserts AFTER INSERT ON job_attempts
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_count_failures();
+CREATE OR REPLACE TRIGGER job_attempts_count_updates AFTER UPDATE ON job_attempts
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_count_failures();
+CREATE OR REPLACE TRIGGER job_attempts_count_deletes AFTER DELETE ON job_attempts
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_count_failures();
+CREATE OR REPLACE TRIGGER job_attempts_count_truncates AFTER TRUNCATE ON job_attempts
+    FOR EACH STATEMENT EXECUTE FUNCTION scheduler_count_failures();
+
+-- Count the failed attempts from scratch (`failure_counts`): when they are created
+-- (migration 0024), or to repair them by hand. Reads the failed ones only
+-- (`job_attempts_failed_idx`).
+CREATE OR REPLACE FUNCTION scheduler_recount_failures() RETURNS void
+LANGUAGE plpgsql AS
+$$ BEGIN
+    LOCK TABLE job_attempts IN SHARE MODE;
+    DELETE FROM failure_counts;
+    INSERT INTO failure_counts (bucket, n)
+    SELECT scheduler_quarter_hour(finished_at), count(*) FROM job_attempts
+    WHERE status = 'failed' AND finished_at IS NOT NULL GROUP BY 1;
+END $$;
 
 -- Room under each of `limit_ids` (`job_limits`): how many more of its jobs may start now,
 -- and the clock the claim records their starts at. Exact under concurrent claims: each

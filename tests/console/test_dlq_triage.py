@@ -101,7 +101,7 @@ def test_a_groups_days_are_the_viewers_days_whatever_the_zones_offset(
     assert sum(group.per_day) == 2
 
 
-def test_the_dlq_pages_count_their_groups_without_reading_the_dead_letters() -> None:
+def test_the_dlq_pages_count_their_groups_and_failures_without_reading_jobs_or_attempts() -> None:
     dead_letter("flaky", error="late")
     for name in ("dlq_by_type", "dlq_by_error", "dlq_by_signature", "dlq_signature_days"):
         params = {"limit": 5, "signatures": [], "unsigned": True, "time_zone": "UTC"}
@@ -109,6 +109,13 @@ def test_the_dlq_pages_count_their_groups_without_reading_the_dead_letters() -> 
             cursor.execute("EXPLAIN (FORMAT JSON) " + query(name), {**params, "since": "today"})
             (plan,) = cursor.fetchone()
         assert relations(plan[0]["Plan"]) == {"dlq_counts"}, name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN (FORMAT JSON) " + query("failures_per_hour"),
+            {"time_zone": "UTC", "since": "today"},
+        )
+        (plan,) = cursor.fetchone()
+    assert relations(plan[0]["Plan"]) == {"failure_counts"}
 
 
 def relations(node: dict[str, Any]) -> set[str]:

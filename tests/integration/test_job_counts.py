@@ -55,7 +55,7 @@ def true_counts() -> dict[str, int]:
     return {**counted, "total": sum(counted.values())}
 
 
-DLQ_GROUPS = {
+COUNTED_GROUPS = {
     # The totals: by job type, error signature and message.
     "totals": (
         "SELECT type, error_signature, last_error, count(*) FROM jobs WHERE in_dlq"
@@ -65,21 +65,27 @@ DLQ_GROUPS = {
     ),
     # The arrivals: by error signature and quarter of an hour.
     "arrivals": (
-        "SELECT error_signature, scheduler_dlq_bucket(updated_at), count(*) FROM jobs"
+        "SELECT error_signature, scheduler_quarter_hour(updated_at), count(*) FROM jobs"
         " WHERE in_dlq GROUP BY 1, 2",
         "SELECT error_signature, bucket, sum(n) FROM dlq_counts WHERE type IS NULL"
         " GROUP BY 1, 2 HAVING sum(n) <> 0",
     ),
+    # The failed attempts (`failure_counts`): by quarter of an hour.
+    "failures": (
+        "SELECT scheduler_quarter_hour(finished_at), count(*) FROM job_attempts"
+        " WHERE status = 'failed' GROUP BY 1",
+        "SELECT bucket, sum(n) FROM failure_counts GROUP BY 1 HAVING sum(n) <> 0",
+    ),
 }
 
 
-def dlq_groups_and_truth() -> dict[str, tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]]:
-    """The DLQ's group counters (`dlq_counts`) beside the same groups counted over `jobs`,
-    in one snapshot."""
+def counted_groups_and_truth() -> dict[str, tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]]:
+    """The DLQ's group counters (`dlq_counts`) and the failed attempts' (`failure_counts`)
+    beside the same groups counted over `jobs` and `job_attempts`, in one snapshot."""
     both = {}
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        for name, (truth, counted) in DLQ_GROUPS.items():
+        for name, (truth, counted) in COUNTED_GROUPS.items():
             cursor.execute(counted)
             kept = set(cursor.fetchall())
             cursor.execute(truth)
@@ -258,6 +264,7 @@ class Actor:
     def fold(self) -> str:
         fold_counts()
         stats.fold_dlq_counts()
+        stats.fold_failure_counts()
         return "fold"
 
 
@@ -269,17 +276,13 @@ def test_counters_equal_count_star_under_a_concurrent_randomized_workload() -> N
     for thread in threads:
         thread.start()
     snapshots = 0
-    told_apart = False
     deadline = time.monotonic() + 6.0
     try:
         while time.monotonic() < deadline:
             counters, truth = both_in_one_snapshot()
             assert counters == truth
-            for name, (counted, dead) in dlq_groups_and_truth().items():
+            for name, (counted, dead) in counted_groups_and_truth().items():
                 assert counted == dead, name
-                if name == "totals":
-                    # Dead letters of one signature with different messages, told apart.
-                    told_apart |= len({row[1] for row in dead}) < len({row[1:3] for row in dead})
             snapshots += 1
             time.sleep(0.05)
     finally:
@@ -301,9 +304,9 @@ def test_counters_equal_count_star_under_a_concurrent_randomized_workload() -> N
     assert LastPrune.objects.get().jobs > 0
     fold_counts()
     assert current_stats() == counters
-    assert told_apart
     stats.fold_dlq_counts()
-    for name, (counted, dead) in dlq_groups_and_truth().items():
+    stats.fold_failure_counts()
+    for name, (counted, dead) in counted_groups_and_truth().items():
         assert counted == dead, name
 
 
@@ -342,8 +345,9 @@ def test_a_fold_leaves_one_row_per_counter_and_a_big_backlog_is_folded_by_its_re
     for _ in range(3):
         state.enqueue("noop", {})
     unit = CountFold(interval=1.0)  # what every worker runs each second
-    assert unit.run_once() == {"folded": 3, "dlq_folded": 0, "metrics_folded": 3}
-    assert unit.run_once() == {"folded": 0, "dlq_folded": 0, "metrics_folded": 0}
+    expected = {"folded": 3, "dlq_folded": 0, "failures_folded": 0, "metrics_folded": 3}
+    assert unit.run_once() == expected
+    assert unit.run_once() == dict.fromkeys(expected, 0)  # one row per counter
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO job_counts (key, n) SELECT 'pending', 0 FROM generate_series(1, 2500)"
@@ -396,7 +400,7 @@ def test_the_dlq_groups_fold_to_one_row_each_drop_old_arrivals_and_a_recount_rep
         )
     rows = 2 * 3 + 1  # a total and an arrival per dead letter, and the old arrival
     assert stats.fold_dlq_counts() == rows
-    counted, truth = dlq_groups_and_truth()["totals"]
+    counted, truth = counted_groups_and_truth()["totals"]
     assert (
         counted
         == truth
@@ -414,5 +418,5 @@ def test_the_dlq_groups_fold_to_one_row_each_drop_old_arrivals_and_a_recount_rep
         assert cursor.fetchall() == [("noop · Boom: boom at N", 2), ("noop · Boom: timeout", 1)]
         cursor.execute("UPDATE dlq_counts SET n = 7")  # damage
         cursor.execute("SELECT scheduler_recount_dlq()")
-    for counted, truth in dlq_groups_and_truth().values():
+    for counted, truth in counted_groups_and_truth().values():
         assert counted == truth
