@@ -1,6 +1,12 @@
 """The project measured as it ships, on the database in DATABASE_URL; prints JSON.
 
-    python -m benchmarks.project SIZES_JSON [--http] [--pages] [--tuned]
+    python -m benchmarks.project SIZES_JSON [--measure [--tuned] [--http] | --hot]
+                                            [--pages] [--prune]
+
+`--measure`: the side-by-side figures (with `--tuned` the tuned worker too, with `--http`
+HTTP enqueue); `--hot`: only the hot path the volume table compares (single enqueue, drain,
+latency at the defaults); `--pages`: the pages' server time; `--prune`: the drain while
+pruning.
 
 The jobs are the benchmark app's `bench_noop` / `bench_probe`, registered like a user's
 (SCHEDULER_EXTRA_APPS=benchmarks); enqueue is `jobs.state.enqueue()` / `enqueue_many()`;
@@ -297,8 +303,8 @@ def main(argv: list[str]) -> dict[str, Any]:
     sizes = Sizes(**json.loads(argv[0]))
     project = Project()
     result: dict[str, Any] = {}
-    if "--history" in argv:
-        # Over a table of history: what the volume issue asks, in bounded time.
+    if "--hot" in argv:
+        # What the volume issue compares over history, in bounded time.
         result["rows"] = {
             "project, defaults": {
                 "single_enqueue": single_enqueue(project, sizes),
@@ -306,7 +312,7 @@ def main(argv: list[str]) -> dict[str, Any]:
                 "latency": latency(project, sizes, "defaults"),
             }
         }
-    else:
+    elif "--measure" in argv:
         variants = {"project, defaults": "defaults"}
         if "--tuned" in argv:
             variants[f"project, tuned ({' '.join(TUNED_FLAGS)})"] = "tuned"

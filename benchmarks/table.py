@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +100,21 @@ HISTORY_MEASURES = [
     )
     for name, label in PAGES
 ]
+
+
+def middle(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of the median of each figure over `rows` (the passes of one measure); a
+    figure some pass lacks is left out."""
+    if not rows:
+        return {}
+    merged: dict[str, Any] = {}
+    for key, value in rows[0].items():
+        values: list[Any] = [row.get(key) for row in rows]
+        if isinstance(value, dict):
+            merged[key] = middle([v for v in values if isinstance(v, dict)])
+        elif all(isinstance(v, int | float) for v in values):
+            merged[key] = statistics.median(values)
+    return merged
 
 
 def number(value: float | None, unit: str = "") -> str:

@@ -147,3 +147,14 @@ def test_pruning_table_says_how_slow_the_slowest_round_was_and_whether_one_stall
     assert cells(lines, "drain, slowest round")[1:] == ["900", "450", "0.50x"]
     assert cells(lines, "a round stalled")[1:3] == ["no", "yes"]
     assert cells(lines, "history rows pruned")[1:3] == ["0", "100,000"]
+
+
+def test_the_passes_of_a_measure_are_summed_up_by_the_middle_of_each_figure() -> None:
+    passes = [
+        {"drain": 100.0, "latency": {"p50_ms": 4.0, "p99_ms": 9.0}},
+        {"drain": 300.0, "latency": {"p50_ms": 6.0, "p99_ms": 11.0}},
+        {"drain": 200.0, "latency": {"p50_ms": 5.0}},
+    ]
+    # p99 is missing from one pass: left out rather than made up from two.
+    assert table.middle(passes) == {"drain": 200.0, "latency": {"p50_ms": 5.0}}
+    assert table.middle([]) == {}
