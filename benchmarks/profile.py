@@ -36,7 +36,9 @@ RATE = 500
 # cProfile function names (file suffix, function) of the parts of creating jobs.
 ENQUEUE_PARTS = [
     ("validate the job", "jobs/state.py", "_validate"),
-    ("the INSERT statement and its commit (round trips)", "django/db/backends/utils.py", "execute"),
+    # psycopg's own execute: under Django's cursor, or under the server-binding one that
+    # runs the prepared statements (`jobs.sql.fetch(prepared=True)`).
+    ("the INSERT statement and its commit (round trips)", "psycopg/cursor.py", "execute"),
     ("decode the job object", "jobs/representation.py", "__init__"),
     ("after commit: job.created queued for the publisher", "jobs/events.py", "publish_batch"),
     ("after commit: stats.updated marked changed", "jobs/stats.py", "count_batch"),
