@@ -49,7 +49,7 @@ WITH due AS (
         updated_at = now(),
         next_retry_at = NULL,
         worker_id = %(worker_id)s,
-        current_attempt_id = gen_random_uuid()
+        current_attempt_id = scheduler_uuid7()
     FROM due
     WHERE j.id = due.id AND j.id NOT IN (SELECT id FROM held_back)
     RETURNING j.*
@@ -111,7 +111,7 @@ INSERT INTO jobs AS new (id, type, queue, payload, priority, status, attempt_cou
                          scheduled_at, recur_interval, in_dlq, created_at, updated_at,
                          run_at, virtual_deadline, pending_dependencies, previous_run_id,
                          schedule_id)
-SELECT gen_random_uuid(), j.type, j.queue, j.payload, j.priority, 'pending', 0, j.max_retries,
+SELECT scheduler_uuid7(), j.type, j.queue, j.payload, j.priority, 'pending', 0, j.max_retries,
        n.run_at, j.recur_interval, false, now(), now(),
        n.run_at, scheduler_virtual_deadline(j.priority, n.run_at), 0, j.id, j.schedule_id
 FROM unnest(%(job_ids)s::uuid[], %(run_at)s::timestamptz[]) AS n(previous_id, run_at)
@@ -133,7 +133,7 @@ FOR SHARE;
 INSERT INTO jobs AS new (id, type, queue, payload, priority, status, attempt_count,
                          max_retries, scheduled_at, in_dlq, created_at, updated_at, run_at,
                          virtual_deadline, pending_dependencies, schedule_id)
-SELECT gen_random_uuid(), s.type, s.queue, s.payload, s.priority, 'pending', 0, s.max_retries,
+SELECT scheduler_uuid7(), s.type, s.queue, s.payload, s.priority, 'pending', 0, s.max_retries,
        n.run_at, false, now(), now(), n.run_at,
        scheduler_virtual_deadline(s.priority, n.run_at), 0, s.id
 FROM unnest(%(schedule_ids)s::uuid[], %(run_at)s::timestamptz[]) AS n(schedule_id, run_at)
@@ -359,7 +359,7 @@ WITH new AS (
     INSERT INTO jobs (id, type, queue, payload, priority, status, attempt_count, max_retries,
                       scheduled_at, recur_interval, in_dlq, created_at, updated_at,
                       run_at, virtual_deadline, pending_dependencies)
-    VALUES (gen_random_uuid(), %(type)s, %(queue)s, %(payload)s, %(priority)s, 'pending', 0,
+    VALUES (scheduler_uuid7(), %(type)s, %(queue)s, %(payload)s, %(priority)s, 'pending', 0,
             %(max_retries)s, %(run_at)s, %(recur_interval)s, false, %(now)s, %(now)s,
             %(run_at)s, scheduler_virtual_deadline(%(priority)s, %(run_at)s),
             %(pending_dependencies)s)
@@ -385,7 +385,7 @@ WITH new AS (
     INSERT INTO jobs (id, type, queue, payload, priority, status, attempt_count, max_retries,
                       scheduled_at, recur_interval, in_dlq, created_at, updated_at,
                       run_at, virtual_deadline, pending_dependencies)
-    SELECT gen_random_uuid(), s.type, s.queue, s.payload, s.priority, 'pending', 0, s.max_retries,
+    SELECT scheduler_uuid7(), s.type, s.queue, s.payload, s.priority, 'pending', 0, s.max_retries,
            s.run_at, s.recur_interval, false, %(now)s, %(now)s,
            s.run_at, scheduler_virtual_deadline(s.priority, s.run_at), 0
     FROM (
