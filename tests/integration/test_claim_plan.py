@@ -82,6 +82,23 @@ def plan_of(sql: str, params: dict[str, Any]) -> dict[str, Any]:
     return plan[0]["Plan"]
 
 
+def prepared_plan_of(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The plan of `sql` prepared on the server, as the worker's claim is, after the runs
+    that let PostgreSQL switch to a generic plan if it estimates one no worse."""
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
+    arguments = [params[name] for name in names]
+    execute_prepared = "EXECUTE prepared_claim(" + ", ".join(["%s"] * len(names)) + ")"
+    execute("PREPARE prepared_claim AS " + numbered.replace("%%", "%"))
+    try:
+        for _ in range(6):
+            execute(execute_prepared, arguments)
+        ((plan,),) = execute("EXPLAIN (FORMAT JSON) " + execute_prepared, arguments)
+    finally:
+        execute("DEALLOCATE prepared_claim")
+    return plan[0]["Plan"]
+
+
 def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield node
     for child in node.get("Plans", []):
@@ -109,48 +126,21 @@ STATES = [never_analyzed, analyzed_empty_then_burst, stale, analyzed]
 @pytest.mark.parametrize("make_state", STATES, ids=lambda f: f.__name__)
 def test_the_claim_walks_the_claimable_index_in_claim_order(make_state) -> None:
     make_state()
-    plan = plan_of(claim_select(), {"job_ids": None, "limit": 250, **ALL_QUEUES.params()})
-    assert scans_of_jobs(plan) == [("Index Scan", "jobs_claimable_idx")]
-    # The index is in claim order: the first 250 entries are the claim, nothing is sorted.
-    assert "Sort" not in {node["Node Type"] for node in nodes(plan)}
-
-
-def prepared_plan_of(sql: str, params: dict[str, Any]) -> dict[str, Any]:
-    """The plan of `sql` prepared on the server, as the worker's claim is, after the runs
-    that let PostgreSQL switch to a generic plan if it estimates one no worse."""
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
-    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
-    arguments = [params[name] for name in names]
-    execute_prepared = "EXECUTE prepared_claim(" + ", ".join(["%s"] * len(names)) + ")"
-    execute("PREPARE prepared_claim AS " + numbered.replace("%%", "%"))
-    try:
-        for _ in range(6):
-            execute(execute_prepared, arguments)
-        ((plan,),) = execute("EXPLAIN (FORMAT JSON) " + execute_prepared, arguments)
-    finally:
-        execute("DEALLOCATE prepared_claim")
-    return plan[0]["Plan"]
-
-
-@pytest.mark.parametrize("make_state", STATES, ids=lambda f: f.__name__)
-def test_the_prepared_claim_keeps_walking_the_claimable_index(make_state) -> None:
-    make_state()
     params = {"job_ids": None, "limit": 250, **ALL_QUEUES.params()}
-    plan = prepared_plan_of(claim_select(), params)
-    assert scans_of_jobs(plan) == [("Index Scan", "jobs_claimable_idx")]
-    assert "Sort" not in {node["Node Type"] for node in nodes(plan)}
-
-    ids = [row[0] for row in execute("SELECT id FROM jobs ORDER BY virtual_deadline LIMIT 250")]
-    plan = prepared_plan_of(claim_select(), {**params, "job_ids": ids})
-    assert_reads_only_the_claimed_rows(plan)
+    # As planned for these parameters, and as the worker's prepared claim runs them.
+    for plan in (plan_of(claim_select(), params), prepared_plan_of(claim_select(), params)):
+        assert scans_of_jobs(plan) == [("Index Scan", "jobs_claimable_idx")]
+        # The index is in claim order: the first 250 entries are the claim, nothing is sorted.
+        assert "Sort" not in {node["Node Type"] for node in nodes(plan)}
 
 
 @pytest.mark.parametrize("make_state", STATES, ids=lambda f: f.__name__)
 def test_a_claim_by_id_never_scans_the_table(make_state) -> None:
     make_state()
     ids = [row[0] for row in execute("SELECT id FROM jobs ORDER BY virtual_deadline LIMIT 250")]
-    plan = plan_of(claim_select(), {"job_ids": ids, "limit": 250, **ALL_QUEUES.params()})
-    assert_reads_only_the_claimed_rows(plan)
+    params = {"job_ids": ids, "limit": 250, **ALL_QUEUES.params()}
+    assert_reads_only_the_claimed_rows(plan_of(claim_select(), params))
+    assert_reads_only_the_claimed_rows(prepared_plan_of(claim_select(), params))
 
 
 def assert_reads_only_the_claimed_rows(plan: dict[str, Any]) -> None:
