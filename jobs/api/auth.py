@@ -51,7 +51,15 @@ WHERE t.key_hash = %(key_hash)s
 """
 
 
-TOKEN_FIELDS = ("id", "prefix", "created_at", "last_used_at")
+# The token's fields and the columns that carry them. Written out rather than built with
+# f"token_{name}": CPython's attribute cache keeps the last name strings it was asked for, and
+# strings made per request would be kept there, pinning the memory they were made in.
+TOKEN_COLUMNS = {
+    "id": "token_id",
+    "prefix": "token_prefix",
+    "created_at": "token_created_at",
+    "last_used_at": "token_last_used_at",
+}
 
 
 def token_with_user(key_hash: str) -> ApiToken | None:
@@ -59,7 +67,7 @@ def token_with_user(key_hash: str) -> ApiToken | None:
     (`jobs.roles.is_operator` then asks nothing more)."""
     params = {"key_hash": key_hash, "operators": OPERATORS_GROUP}
     for user in User.objects.raw(USER_BY_KEY_HASH, params):
-        token = {name: getattr(user, f"token_{name}") for name in TOKEN_FIELDS}
+        token = {name: getattr(user, column) for name, column in TOKEN_COLUMNS.items()}
         return ApiToken(user=user, key_hash=key_hash, **token)
     return None
 
