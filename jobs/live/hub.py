@@ -1,11 +1,11 @@
 """One Redis subscription per server process, fanned out to every connected SSE client.
 
 The hub lives in the ASGI server's event loop. The first client starts a reader task that
-subscribes to `settings.SCHEDULER_EVENTS_CHANNEL`; when the last client leaves the task is
-cancelled, so an idle server holds no subscription and no task. Each message is decoded
-and rendered as an SSE frame once, then handed to every client's bounded queue: a client
-that falls `SSE_CLIENT_QUEUE_SIZE` frames behind is dropped (and told so) rather than
-slowing the others down or growing the server's memory.
+subscribes to `settings.SCHEDULER_EVENTS_CHANNEL`, and the keep-alive beat; when the last
+client leaves both stop, so an idle server holds no subscription, no task and no timer. Each
+message is decoded and rendered as an SSE frame once, then handed to every client's bounded
+queue: a client that falls `SSE_CLIENT_QUEUE_SIZE` frames behind is dropped (and told so)
+rather than slowing the others down or growing the server's memory.
 
 When Redis goes away the reader tells every client (`stream.status` `{"redis": "down"}`),
 retries with jittered exponential backoff, and on success says `{"redis": "up"}` followed
@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 STREAM_STATUS = "stream.status"
 STREAM_DROPPED = "stream.dropped"
+KEEPALIVE = b": keep-alive\n\n"
 
 
 def frame(event_type: str, data: Any) -> bytes:
@@ -50,7 +51,8 @@ class Client:
 
     An open stream costs what it holds, and a burst of them leaves the process's memory at its
     high-water mark (freed Python objects are reused, not returned): a list of pending frames
-    and a future only while the stream waits, rather than an `asyncio.Queue` (four deques).
+    and a future only while the stream waits, rather than an `asyncio.Queue` (four deques),
+    and no timer of its own (the hub's keep-alive beat wakes it).
     """
 
     __slots__ = ("_waiter", "closed", "dropped", "frames")
@@ -62,28 +64,21 @@ class Client:
         self.dropped = False
         self._waiter: asyncio.Future[None] | None = None
 
-    async def next_frames(self, until: float) -> list[bytes]:
-        """The frames queued so far, waiting for one until the loop time `until` (then [])."""
+    async def next_frames(self) -> list[bytes]:
+        """The frames queued so far, waiting for one if there are none (a closed client's
+        list may be empty)."""
         if not self.frames and not self.closed:
-            loop = asyncio.get_running_loop()
-            self._waiter = waiter = loop.create_future()
-            timer = loop.call_at(until, _wake, waiter)
+            self._waiter = waiter = asyncio.get_running_loop().create_future()
             try:
                 await waiter
             finally:
-                timer.cancel()
                 self._waiter = None
         frames, self.frames = self.frames, []
         return frames
 
     def wake(self) -> None:
-        if self._waiter is not None:
-            _wake(self._waiter)
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
 
 class EventHub:
@@ -94,13 +89,15 @@ class EventHub:
     PING_SECONDS = 5.0
     READ_SECONDS = 1.0
 
-    def __init__(self, url: str, channel: str, queue_size: int) -> None:
+    def __init__(self, url: str, channel: str, queue_size: int, keepalive_seconds: float) -> None:
         self.url = url
         self.channel = channel
         self.queue_size = max(queue_size, 1)
+        self.keepalive_seconds = keepalive_seconds
         self.loop = asyncio.get_running_loop()
         self.redis_up: bool | None = None
         self._clients: set[Client] = set()
+        self._beat: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[None] | None = None
         self._settled = asyncio.Event()
@@ -111,6 +108,8 @@ class EventHub:
     def join(self) -> Client:
         client = Client()
         self._clients.add(client)
+        if self._beat is None:
+            self._beat = self.loop.call_later(self.keepalive_seconds, self._keepalive)
         if self._task is None or self._task.done():
             self._settled = asyncio.Event()
             self._task = self.loop.create_task(self._run(self._stopping), name="sse-hub-reader")
@@ -118,12 +117,23 @@ class EventHub:
 
     def leave(self, client: Client) -> None:
         self._clients.discard(client)
+        if not self._clients and self._beat is not None:
+            self._beat.cancel()
+            self._beat = None
         if not self._clients and self._task is not None:
             # The next reader waits for this one to finish closing its connection, so the
             # process never holds two subscriptions at once.
             self._task.cancel()
             self._stopping, self._task = self._task, None
+            self._stopping.add_done_callback(self._stopped)
             self.redis_up = None
+
+    def _stopped(self, reader: asyncio.Task[None]) -> None:
+        # A cancelled task keeps its CancelledError, whose traceback holds the reader's
+        # frames and their Redis client: forgotten once it has closed, rather than kept
+        # until the next reader starts (a burst's last objects, they would pin its memory).
+        if self._stopping is reader:
+            self._stopping = None
 
     async def wait_settled(self, timeout: float) -> None:
         """Wait until the reader has subscribed or failed once, so that a new client's
@@ -148,6 +158,12 @@ class EventHub:
             else:
                 client.frames.append(data)
                 client.wake()
+
+    def _keepalive(self) -> None:
+        # One beat for every client, which traffic does not postpone: each stream gets a
+        # keep-alive at least every keepalive_seconds, without a timer per stream.
+        self._beat = self.loop.call_later(self.keepalive_seconds, self._keepalive)
+        self.broadcast(KEEPALIVE)
 
     def _drop(self, client: Client) -> None:
         logger.warning("SSE client dropped: %d frames behind", len(client.frames))
@@ -244,6 +260,9 @@ def get_hub() -> EventHub:
     loop = asyncio.get_running_loop()
     if _hub is None or _hub.loop is not loop:
         _hub = EventHub(
-            settings.REDIS_URL, settings.SCHEDULER_EVENTS_CHANNEL, settings.SSE_CLIENT_QUEUE_SIZE
+            settings.REDIS_URL,
+            settings.SCHEDULER_EVENTS_CHANNEL,
+            settings.SSE_CLIENT_QUEUE_SIZE,
+            settings.SSE_KEEPALIVE_SECONDS,
         )
     return _hub

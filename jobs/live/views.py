@@ -21,9 +21,8 @@ Wire format (UTF-8, `text/event-stream`):
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
@@ -34,10 +33,9 @@ from jobs.events import STATS_UPDATED
 from jobs.stats import current_stats
 
 from .db import read_and_release
-from .hub import STREAM_STATUS, Client, EventHub, frame, get_hub
+from .hub import STREAM_STATUS, EventHub, frame, get_hub
 
 RETRY_MILLISECONDS = 3000
-KEEPALIVE = b": keep-alive\n\n"
 # How long a new client waits for the hub's subscription before its first stats.updated.
 SUBSCRIBE_WAIT_SECONDS = 2.0
 
@@ -100,31 +98,24 @@ async def _events() -> AsyncGenerator[bytes, None]:
     # the handler closes (or cancels) this generator when the client goes away.
     client = hub.join()
     try:
-        await hub.wait_settled(SUBSCRIBE_WAIT_SECONDS)
-        stats = await read_and_release(current_stats)
-        first = f"retry: {RETRY_MILLISECONDS}\n\n".encode() + frame(STATS_UPDATED, stats)
-        if hub.redis_up is False:
-            first += frame(STREAM_STATUS, {"redis": "down"})
-        yield first
-        async for chunk in _follow(hub, client):
-            yield chunk
+        yield await _first_frames(hub)
+        while not client.closed:
+            # A backlog (keep-alives from the hub's beat included) goes out in one write.
+            if frames := await client.next_frames():
+                yield b"".join(frames)
     finally:
         hub.leave(client)
 
 
-async def _follow(hub: EventHub, client: Client) -> AsyncIterator[bytes]:
-    interval = settings.SSE_KEEPALIVE_SECONDS
-    next_keepalive = hub.loop.time() + interval
-    while True:
-        # A backlog goes out in one write.
-        frames = await client.next_frames(next_keepalive)
-        if frames:
-            yield b"".join(frames)
-        if client.closed:
-            return
-        if hub.loop.time() >= next_keepalive:
-            yield KEEPALIVE
-            next_keepalive = hub.loop.time() + interval
+async def _first_frames(hub: EventHub) -> bytes:
+    """`retry`, then the counters (and Redis' state if it is down). A function of its own
+    so that the stream, which lives for hours, does not keep the counters it started with."""
+    await hub.wait_settled(SUBSCRIBE_WAIT_SECONDS)
+    stats = await read_and_release(current_stats)
+    first = f"retry: {RETRY_MILLISECONDS}\n\n".encode() + frame(STATS_UPDATED, stats)
+    if hub.redis_up is False:
+        first += frame(STREAM_STATUS, {"redis": "down"})
+    return first
 
 
 async def stream_status(request: HttpRequest) -> HttpResponse:

@@ -371,7 +371,7 @@ def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
     channel = f"{settings.SCHEDULER_EVENTS_CHANNEL}:slow:{uuid.uuid4().hex}"
 
     async def scenario() -> tuple[list[bytes], list[bytes], dict[str, Any]]:
-        hub = EventHub(settings.REDIS_URL, channel, queue_size=10)
+        hub = EventHub(settings.REDIS_URL, channel, queue_size=10, keepalive_seconds=60)
         slow, fast = hub.join(), hub.join()
         await hub.wait_settled(5)
         publisher = redis.asyncio.Redis.from_url(settings.REDIS_URL)
@@ -379,11 +379,9 @@ def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
         for n in range(30):
             await publisher.publish(channel, json.dumps({"type": "job.created", "data": {"n": n}}))
             while len(received) <= n:
-                frames = await fast.next_frames(hub.loop.time() + 5)
-                assert frames, "no frame within 5 s"
-                received += frames
+                received += await asyncio.wait_for(fast.next_frames(), 5)
         await publisher.aclose()
-        farewell = await slow.next_frames(hub.loop.time())
+        farewell = await asyncio.wait_for(slow.next_frames(), 5)
         assert slow.closed
         counts = hub.counts()
         hub.leave(fast)
@@ -632,8 +630,8 @@ def test_500_streams_hold_no_database_connection_nor_thread_and_others_are_serve
     # for a moment: a few come and go, 500 held ones would show.
     assert while_open["threads"] <= baseline["threads"] + 4, (baseline, while_open)
     # Python keeps the memory a burst freed for reuse (pymalloc does not give back an arena
-    # any live object still occupies), so after the first burst the process stays at that
-    # burst's high-water mark: what 500 open streams hold, ~20 kB each, most of it daphne's
-    # per-connection state (ARCHITECTURE.md, "Memory of open streams").
-    assert after["rss_kb"] - baseline["rss_kb"] <= 500 * 30, (baseline, after)
+    # any live object still occupies), so after the first burst the process stays near that
+    # burst's high-water mark: what 500 open streams held, ~18 kB each (measured 8.7-9.2 MB),
+    # most of it daphne's per-connection state (ARCHITECTURE.md, "Memory of open streams").
+    assert after["rss_kb"] - baseline["rss_kb"] <= 500 * 24, (baseline, after)
     assert again["rss_kb"] - after["rss_kb"] <= 1024, (after, again)
