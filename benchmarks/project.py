@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -242,11 +242,23 @@ def prunable_retention(share: float) -> float:
         return float(cursor.fetchone()[0])
 
 
-def drain_rounds(project: Project, sizes: Sizes, retention: float, history: int) -> dict[str, Any]:
+def past_retention(retention: float) -> int:
+    """The finished jobs a pruner with `retention` (seconds) deletes: what it has to do."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM jobs WHERE (status = 'completed' AND completed_at < %s)"
+            " OR cancelled_at < %s",
+            [timezone.now() - timedelta(seconds=retention)] * 2,
+        )
+        return int(cursor.fetchone()[0])
+
+
+def drain_rounds(project: Project, sizes: Sizes, retention: float, target: int) -> dict[str, Any]:
     """Rounds of `sizes.drain` jobs through one default worker that also runs its pruner with
-    `retention`: three rounds when it prunes nothing, else rounds until a tenth of `history`
-    is pruned (or `sizes.seconds` x 30 pass). A round still unfinished after `sizes.seconds`
-    x 3 is a stalled worker: it ends the rounds, and is reported as its rate so far."""
+    `retention`: three rounds when it prunes nothing, else rounds until it pruned `target`
+    jobs, all it has to do, so that every round but the last overlaps pruning (or until
+    `sizes.seconds` x 30 pass). A round still unfinished after `sizes.seconds` x 3 is a
+    stalled worker: it ends the rounds, and is reported as its rate so far."""
     project.prepare()
     os.environ["SCHEDULER_RETAIN_COMPLETED"] = str(retention)
     before = stats.current_stats()["total"]
@@ -272,7 +284,7 @@ def drain_rounds(project: Project, sizes: Sizes, retention: float, history: int)
             rates.append(drained / (time.perf_counter() - round_started))
             # What the rounds added stays (it is newer than the retention): the rest is pruned.
             pruned = before + enqueued - stats.current_stats()["total"]
-            if (retention == 0 and len(rates) >= 3) or pruned >= history // 10:
+            if (retention == 0 and len(rates) >= 3) or (retention and pruned >= target):
                 break
     finally:
         stop_worker(process)
@@ -291,11 +303,14 @@ def drain_rounds(project: Project, sizes: Sizes, retention: float, history: int)
 
 
 def while_pruning(project: Project, sizes: Sizes) -> dict[str, Any]:
-    """Drain rounds without pruning, then while the worker prunes a tenth of the history."""
-    history = stats.current_stats()["total"]
+    """Drain rounds without pruning, then while the worker prunes the oldest tenth of the
+    finished history. The rounds stop when it is all pruned: stopping at a tenth of every
+    job (the DLQ and the scheduled ones too) waited for more than the pruner had to do, and
+    the pruner sat idle through most of the rounds."""
+    retention = prunable_retention(0.1)
     return {
-        "steady": drain_rounds(project, sizes, 0, history),
-        "pruning": drain_rounds(project, sizes, prunable_retention(0.1), history),
+        "steady": drain_rounds(project, sizes, 0, 0),
+        "pruning": drain_rounds(project, sizes, retention, past_retention(retention)),
     }
 
 
