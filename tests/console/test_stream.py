@@ -618,8 +618,15 @@ def test_500_streams_hold_no_database_connection_nor_thread_and_others_are_serve
         finally:
             close_all(streams)
         after = process_status(pid)
-        # A second burst reuses what the first one freed: nothing accumulates.
-        close_all(open_500())
+        # Later bursts reuse what the first one freed: nothing accumulates. The allocator may
+        # still settle during the next two (where a burst's objects land varies with the
+        # process's layout), so accumulation is measured over the two bursts after those: a
+        # leak of even 1 kB per stream would add 1 MB there.
+        for _ in range(2):
+            close_all(open_500())
+        settled = process_status(pid)
+        for _ in range(2):
+            close_all(open_500())
         again = process_status(pid)
     finally:
         loop.close()
@@ -634,4 +641,4 @@ def test_500_streams_hold_no_database_connection_nor_thread_and_others_are_serve
     # burst's high-water mark: what 500 open streams held, ~18 kB each (measured 8.7-9.2 MB),
     # most of it daphne's per-connection state (ARCHITECTURE.md, "Memory of open streams").
     assert after["rss_kb"] - baseline["rss_kb"] <= 500 * 24, (baseline, after)
-    assert again["rss_kb"] - after["rss_kb"] <= 1024, (after, again)
+    assert again["rss_kb"] - settled["rss_kb"] <= 1024, (after, settled, again)
