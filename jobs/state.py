@@ -506,18 +506,11 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
             },
             prepared=True,
         )
-        completed = _job_objects(rows)
-        next_runs = _schedule_next_runs(rows)
+        done = [row for row in rows if row["job"] is not None]
+        released = [row for row in rows if row["job"] is None]
+        completed = _job_objects(done)
+        next_runs = _schedule_next_runs(done)
         created = _job_objects(next_runs)
-        released = []
-        if completed:
-            released = [
-                r
-                for r in fetch(
-                    "release_dependents", {"job_ids": [r["id"] for r in rows]}, prepared=True
-                )
-                if r["pending_dependencies"] == 0
-            ]
         _notify_runnable(next_runs + released)
         notifier.emit_after_commit(
             [("job.completed", j) for j in completed] + [("job.created", j) for j in created]

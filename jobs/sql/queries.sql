@@ -70,9 +70,11 @@ ORDER BY c.virtual_deadline, c.created_at, c.id;
 
 -- name: complete_jobs
 -- Finish a batch of attempts as succeeded. Only attempts that still hold their claim win.
--- Dependents are released and recurring jobs get their next run by the next statements of
--- the same transaction (`jobs.state.complete`). Each row carries the API job object as
--- text, which its event reuses, and what a recurrence needs.
+-- Their dependents are released in the same statement (`scheduler_release_dependents`);
+-- recurring jobs get their next run by the next statements of the same transaction
+-- (`jobs.state.complete`). Two kinds of row: each completed job, with the API job object as
+-- text, which its event reuses, and what a recurrence needs; then each dependent that
+-- became runnable, with what wakes the workers (`job` NULL).
 -- `results` is one JSON array (one encoding per batch rather than one per job).
 WITH outcome AS (
     SELECT o.job_id, o.attempt_id, r.result, o.finished_at
@@ -98,10 +100,17 @@ WITH outcome AS (
 ), counted AS (
     UPDATE workers SET jobs_done = jobs_done + (SELECT count(*) FROM done)
     WHERE id = %(worker_id)s
+), released AS (
+    SELECT * FROM scheduler_release_dependents(ARRAY(SELECT id FROM done))
 )
 SELECT d.id, d.recur_interval, d.scheduled_at, d.schedule_id,
-       scheduler_job_object(ROW(d.*)::jobs, up.ids)::text AS job
-FROM done d CROSS JOIN LATERAL scheduler_upstream_ids(d.id) AS up CROSS JOIN closed;
+       scheduler_job_object(ROW(d.*)::jobs, up.ids)::text AS job,
+       NULL::text AS type, NULL::integer AS priority, NULL::timestamptz AS run_at,
+       NULL::timestamptz AS created_at
+FROM done d CROSS JOIN LATERAL scheduler_upstream_ids(d.id) AS up CROSS JOIN closed
+UNION ALL
+SELECT r.id, NULL, NULL, NULL, NULL, r.type, r.priority, r.run_at, r.created_at
+FROM released r;
 
 -- name: schedule_next_runs
 -- The next run of each recurring job in `job_ids`, at the matching `run_at` (computed by its
@@ -161,21 +170,6 @@ SET status = 'cancelled',
     last_error = 'Schedule paused.'
 WHERE j.schedule_id = %(schedule_id)s AND j.status = 'pending'
 RETURNING scheduler_job_object(j)::text AS job;
-
--- name: release_dependents
--- Count the completion of `job_ids` against their dependents; a dependent whose last
--- upstream job completed becomes runnable now.
-UPDATE jobs AS j
-SET pending_dependencies = greatest(0, j.pending_dependencies - released.upstream_done),
-    run_at = greatest(j.run_at, now()),
-    virtual_deadline = scheduler_virtual_deadline(j.priority, greatest(j.run_at, now())),
-    updated_at = now()
-FROM (SELECT dep.job_id, count(*) AS upstream_done
-      FROM job_dependencies dep
-      WHERE dep.depends_on_id = ANY(%(job_ids)s::uuid[])
-      GROUP BY dep.job_id) AS released
-WHERE j.id = released.job_id AND j.status = 'pending' AND j.pending_dependencies > 0
-RETURNING j.id, j.type, j.pending_dependencies, j.priority, j.run_at, j.created_at;
 
 -- name: fail_job
 -- Close a failed attempt. With attempts left the job waits for `retry_at`; without, it

@@ -113,6 +113,43 @@ $$ WITH closed AS (
    )
    SELECT count(*)::integer FROM closed $$;
 
+-- Count the completion of `upstream_ids` against their dependents; the dependents whose last
+-- upstream job completed become runnable now, and are returned. `complete_jobs` calls it once,
+-- after its UPDATE (its argument reads every completed row), in the same statement: as a
+-- VOLATILE function, each statement here takes a fresh snapshot, so it sees the edge of an
+-- enqueue whose lock on an upstream row the completion waited for (`lock_upstream_jobs`), as
+-- a later statement of the transaction would. With no edge from any of them (most jobs) it
+-- writes nothing: no UPDATE, so no firing of the counters' trigger. PL/pgSQL keeps its plans
+-- for the session.
+CREATE OR REPLACE FUNCTION scheduler_release_dependents(upstream_ids uuid[])
+RETURNS TABLE (id uuid, type text, priority integer, run_at timestamptz, created_at timestamptz)
+LANGUAGE plpgsql VOLATILE AS
+$$
+#variable_conflict use_column
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM job_dependencies dep WHERE dep.depends_on_id = ANY(upstream_ids))
+    THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH counted AS (
+        UPDATE jobs AS j
+        SET pending_dependencies = greatest(0, j.pending_dependencies - released.upstream_done),
+            run_at = greatest(j.run_at, now()),
+            virtual_deadline = scheduler_virtual_deadline(j.priority, greatest(j.run_at, now())),
+            updated_at = now()
+        FROM (SELECT dep.job_id, count(*) AS upstream_done
+              FROM job_dependencies dep
+              WHERE dep.depends_on_id = ANY(upstream_ids)
+              GROUP BY dep.job_id) AS released
+        WHERE j.id = released.job_id AND j.status = 'pending' AND j.pending_dependencies > 0
+        RETURNING j.id, j.type, j.priority, j.run_at, j.created_at, j.pending_dependencies
+    )
+    SELECT c.id, c.type::text, c.priority::integer, c.run_at, c.created_at
+    FROM counted c WHERE c.pending_dependencies = 0;
+END
+$$;
+
 -- Exact job counters (`/jobs/stats`, `stats.updated`, the console's cards and DLQ badge),
 -- kept by the database itself in the transaction of every change to `jobs`, whoever makes
 -- it: transitions, purges, the pruner, a bulk load, a TRUNCATE.

@@ -253,7 +253,7 @@ def test_the_hot_statements_are_prepared_after_a_few_runs():
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = {row[0].splitlines()[0] for row in cursor.fetchall()}
-    for name in ("create_job", "claim_jobs", "complete_jobs", "release_dependents"):
+    for name in ("create_job", "claim_jobs", "complete_jobs"):
         assert query(name).splitlines()[0] in prepared, name
 
 
@@ -309,6 +309,41 @@ def test_dependent_job_waits_for_its_upstream_to_complete():
     report = state.complete([success(taken[0])], worker.id)
     assert report.released == [job_id_of(downstream)]
     assert [c.id for c in state.claim(worker.id, 10)] == [job_id_of(downstream)]
+
+
+def test_a_dependent_enqueued_while_its_upstream_completes_is_released():
+    # The completion's UPDATE waits for the enqueue's lock on the upstream row; the edge
+    # committed meanwhile is newer than the completion statement's snapshot, yet counted.
+    worker = new_worker()
+    upstream = state.enqueue("noop", {}, priority=2)
+    claim = claimed(worker, upstream)
+    edge_written, commit = threading.Event(), threading.Event()
+
+    def enqueue_and_hold() -> dict[str, Any]:
+        with transaction.atomic():
+            downstream = state.enqueue("noop", {}, depends_on=job_id_of(upstream))
+            edge_written.set()
+            commit.wait(30)
+        return downstream
+
+    enqueuer, enqueued = in_thread(enqueue_and_hold)
+    assert edge_written.wait(30)
+    completer, completion = in_thread(lambda: state.complete([success(claim)], worker.id))
+    with connection.cursor() as cursor:
+        for _ in range(600):
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            if cursor.fetchone()[0]:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the completion never waited for the enqueue's lock")
+    commit.set()
+    for thread in (enqueuer, completer):
+        thread.join(30)
+    assert enqueued.error is None and completion.error is None
+    downstream = job_id_of(enqueued.value)
+    assert completion.value.released == [downstream]
+    assert [c.id for c in state.claim(worker.id, 10)] == [downstream]
 
 
 def test_dependent_of_a_completed_job_is_runnable_at_once():
