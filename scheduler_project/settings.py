@@ -117,7 +117,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "csp.middleware.CSPMiddleware",
+    # django-csp's, on everything but JSON answers.
+    "jobs.api.middleware.DocumentPolicyMiddleware",
     # After Django's own, as django-axes asks: it turns a locked-out login into its page.
     "axes.middleware.AxesMiddleware",
     "jobs.api.middleware.AuditActorMiddleware",

@@ -1,4 +1,5 @@
-"""Request ids and the one access-log line per request."""
+"""Request ids and the one access-log line per request; the audit log's actor; the page
+policy (CSP) on documents only."""
 
 import logging
 import re
@@ -9,7 +10,9 @@ from contextvars import Token
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from csp.middleware import CSPMiddleware
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 
 from jobs import audit
 from jobs.logging import request_id_var
@@ -98,3 +101,18 @@ def actor_of(request: HttpRequest) -> audit.Actor:
     elif path.startswith(("/api/", "/metrics")):
         source = AuditSource.API
     return audit.Actor(source, client_address(request), lambda: getattr(request, "user", None))
+
+
+class DocumentPolicyMiddleware(CSPMiddleware):
+    """django-csp's Content Security Policy on every answer a browser may render: not on
+    JSON. A policy governs what a document loads and runs; a JSON answer is never one
+    (Django's `X-Content-Type-Options: nosniff` keeps a browser from reading it as HTML),
+    and building the policy was 0.14 ms of each API request. The browsable API's pages are
+    HTML and keep it."""
+
+    def process_response(
+        self, request: HttpRequest, response: HttpResponseBase
+    ) -> HttpResponseBase:
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        return super().process_response(request, response)

@@ -8,6 +8,7 @@ objects that `jobs.representation` and `jobs.stats` build, for the schema only.
 
 from __future__ import annotations
 
+import copy
 import uuid
 from datetime import datetime
 from typing import Any
@@ -93,6 +94,13 @@ class RefusesUnknownFields(serializers.Serializer):
 
 
 class JobCreateSerializer(RefusesUnknownFields):
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # Shallow copies of the declared fields, where DRF deep-copies them (re-running each
+        # field's __init__: 0.3 ms of every POST /jobs). bind() gives each copy its own name
+        # and parent; what the copies share (validators, choices, error messages) is only
+        # read. Safe because every field here is a leaf: none holds a child or a serializer.
+        return {name: copy.copy(field) for name, field in self._declared_fields.items()}
+
     type = serializers.CharField(max_length=100, help_text="A registered job type.")
     payload = PayloadField(help_text="Validated by the handler's own payload schema.")
     priority = serializers.IntegerField(help_text="1 = high, 2 = normal, 3 = low.")
