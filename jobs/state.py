@@ -465,14 +465,14 @@ def claim(
         {
             "worker_id": worker_id,
             "limit": limit,
-            "job_ids": list(job_ids) if job_ids else None,
+            "job_ids": _array(job_ids) if job_ids else None,
             **queues.params(),
         },
         prepared=True,
     )
     claimed = [
         ClaimedJob(
-            id=uuid.UUID(job["id"]),
+            id=row["id"],
             type=job["type"],
             payload=job["payload"],
             priority=job["priority"],
@@ -498,10 +498,10 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
         rows = fetch(
             "complete_jobs",
             {
-                "job_ids": [s.job_id for s in successes],
-                "attempt_ids": [s.attempt_id for s in successes],
+                "job_ids": _array(s.job_id for s in successes),
+                "attempt_ids": _array(s.attempt_id for s in successes),
                 "results": Jsonb([s.result for s in successes]),
-                "finished_at": [s.finished_at for s in successes],
+                "finished_at": _array(s.finished_at for s in successes),
                 "worker_id": worker_id,
             },
             prepared=True,
@@ -839,16 +839,27 @@ def _notify(payloads: list[str]) -> None:
             )
 
 
+def _array(values: Iterable[uuid.UUID | datetime]) -> str:
+    """A PostgreSQL array literal of UUIDs or aware times, for a `::uuid[]` or
+    `::timestamptz[]` parameter of the worker's statements: psycopg dumps a list element by
+    element in Python (~4.5 µs a UUID, ~11 µs a time: a third of the worker's CPU per job
+    in a drain), where joining their texts costs ~1 µs each."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
 def _job_objects(rows: Sequence[Mapping[str, Any]]) -> list[JobObject]:
     """The job objects the statement built (`scheduler_job_object(...)::text AS job`)."""
     return [EncodedJob(row["job"]) for row in rows]
 
 
 def _schedule_next_runs(completed: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Create the next run of each recurring job among the `completed` rows, when its
-    recurrence has one; the rows of the runs created."""
+    """Create the next run of each recurring job among the `completed` rows (those with a
+    `scheduled_at`), when its recurrence has one; the rows of the runs created."""
+    recurring = [row for row in completed if row["scheduled_at"] is not None]
+    if not recurring:
+        return []
     after = timezone.now()
-    schedule_ids = [row["schedule_id"] for row in completed if row["schedule_id"] is not None]
+    schedule_ids = [row["schedule_id"] for row in recurring if row["schedule_id"] is not None]
     # Shared locks: a pause waits for this transaction, or this one sees the pause.
     schedules = (
         {row["id"]: row for row in fetch("lock_live_schedules", {"schedule_ids": schedule_ids})}
@@ -856,7 +867,7 @@ def _schedule_next_runs(completed: Sequence[Mapping[str, Any]]) -> list[dict[str
         else {}
     )
     job_ids, run_at = [], []
-    for row in completed:
+    for row in recurring:
         run = RecurringRun(row["scheduled_at"], row["recur_interval"])
         if row["schedule_id"] is not None:
             if row["schedule_id"] not in schedules:

@@ -64,7 +64,7 @@ WITH due AS (
     WHERE limited.counts_starts
     GROUP BY limited.limit_id, room.at
 )
-SELECT c.current_attempt_id, scheduler_job_object(ROW(c.*)::jobs, up.ids)::text AS job
+SELECT c.id, c.current_attempt_id, scheduler_job_object(ROW(c.*)::jobs, up.ids)::text AS job
 FROM claimed c CROSS JOIN LATERAL scheduler_upstream_ids(c.id) AS up
 ORDER BY c.virtual_deadline, c.created_at, c.id;
 
@@ -73,8 +73,9 @@ ORDER BY c.virtual_deadline, c.created_at, c.id;
 -- Their dependents are released in the same statement (`scheduler_release_dependents`);
 -- recurring jobs get their next run by the next statements of the same transaction
 -- (`jobs.state.complete`). Two kinds of row: each completed job, with the API job object as
--- text, which its event reuses, and what a recurrence needs; then each dependent that
--- became runnable, with what wakes the workers (`job` NULL).
+-- text, which its event reuses, and what a recurrence needs (`scheduled_at` for recurring
+-- jobs only: reading a time back costs the worker more than the rest of the row); then each
+-- dependent that became runnable, with what wakes the workers (`job` NULL).
 -- `results` is one JSON array (one encoding per batch rather than one per job).
 WITH outcome AS (
     SELECT o.job_id, o.attempt_id, r.result, o.finished_at
@@ -103,7 +104,9 @@ WITH outcome AS (
 ), released AS (
     SELECT * FROM scheduler_release_dependents(ARRAY(SELECT id FROM done))
 )
-SELECT d.id, d.recur_interval, d.scheduled_at, d.schedule_id,
+SELECT d.id, d.recur_interval, d.schedule_id,
+       CASE WHEN d.recur_interval IS NOT NULL OR d.schedule_id IS NOT NULL
+            THEN d.scheduled_at END AS scheduled_at,
        scheduler_job_object(ROW(d.*)::jobs, up.ids)::text AS job,
        NULL::text AS type, NULL::integer AS priority, NULL::timestamptz AS run_at,
        NULL::timestamptz AS created_at
