@@ -177,13 +177,8 @@ def limit_errors(
     max_starts: int | None,
     period_seconds: int | None,
 ) -> dict[str, list[str]]:
-    """Field -> messages for a limit that cannot be set; empty when it can. A limit names a
-    job type or a queue by the rule of queue names (both appear in URLs)."""
-    errors: dict[str, list[str]] = {}
-    if scope not in LimitScope.values:
-        errors["scope"] = [f"Must be one of: {', '.join(LimitScope.values)}."]
-    if wrong := name_errors(name):
-        errors["name"] = [wrong[0].replace("A queue name", "A limited name")]
+    """Field -> messages for a limit that cannot be set; empty when it can."""
+    errors = limit_name_errors(scope, name)
     for field, value, top in (
         ("max_running", max_running, MAX_LIMIT),
         ("max_starts", max_starts, MAX_LIMIT),
@@ -198,8 +193,23 @@ def limit_errors(
     return errors
 
 
+def limit_name_errors(scope: str, name: str) -> dict[str, list[str]]:
+    """Field -> messages for what no limit can be on. A limit names a job type or a queue by
+    the rule of queue names (both appear in URLs)."""
+    errors: dict[str, list[str]] = {}
+    if scope not in LimitScope.values:
+        errors["scope"] = [f"Must be one of: {', '.join(LimitScope.values)}."]
+    if wrong := name_errors(name):
+        errors["name"] = [wrong[0].replace("A queue name", "A limited name")]
+    return errors
+
+
 def remove_limit(scope: str, name: str) -> None:
-    """Remove a limit; its jobs start as fast as workers take them. Idempotent."""
+    """Remove a limit; its jobs start as fast as workers take them. Idempotent. Raises
+    JobValidationError when `scope` or `name` could name no limit."""
+    errors = limit_name_errors(scope, name)
+    if errors:
+        raise JobValidationError(errors)
     with transaction.atomic():
         stored = Limit.objects.select_for_update().filter(scope=scope, name=name).first()
         if stored is None:

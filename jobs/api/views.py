@@ -599,9 +599,13 @@ class LimitDetailView(ApiView):
         operation_id="limits_remove",
         tags=LIMITS_TAG,
         summary="Remove the limit on a job type or a queue",
-        description="Removing a limit that does not exist changes nothing.",
+        description="Removing a limit that does not exist changes nothing; a scope or name "
+        "that no limit can have is refused.",
         parameters=LIMIT_PARAMETERS,
-        responses={204: OpenApiResponse(description="Removed."), **error_responses(*WRITE_ERRORS)},
+        responses={
+            204: OpenApiResponse(description="Removed."),
+            **error_responses(400, *WRITE_ERRORS),
+        },
     )
     def delete(self, request: Request, scope: str, name: str) -> Response:
         queues.remove_limit(scope, name)

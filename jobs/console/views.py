@@ -754,6 +754,9 @@ def limit_set(request: ConsoleRequest) -> HttpResponse:
 
 @console_view(methods=POST, operator=True)
 def limit_remove(request: ConsoleRequest, scope: str, name: str) -> HttpResponse:
-    queues.remove_limit(scope, name)
+    try:
+        queues.remove_limit(scope, name)
+    except state.JobValidationError as error:
+        raise Http404("No limit can have this scope and name.") from error
     messages.success(request, f"Limit on {scope} {name} removed.")
     return redirect(reverse("console:queues") + "#limits")

@@ -115,6 +115,11 @@ def test_an_operator_sets_reads_and_removes_a_limit(operator_client, viewer_clie
     assert operator_client.delete(f"{LIMITS}/queue/emails").status_code == 204
     assert viewer_client.get(LIMITS).json() == []
     assert_error(viewer_client.get(f"{LIMITS}/queue/emails"), 404, "not_found")
+    # Removing what does not exist changes nothing; what no limit can be is refused.
+    assert operator_client.delete(f"{LIMITS}/queue/emails").status_code == 204
+    for path, field in (("worker/emails", "scope"), ("queue/a,b", "name")):
+        error = assert_error(operator_client.delete(f"{LIMITS}/{path}"), 400, "validation_error")
+        assert set(error["details"]) == {field}
 
 
 @pytest.mark.parametrize(
