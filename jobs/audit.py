@@ -76,6 +76,23 @@ def active() -> bool:
     return _actor.get() is not None
 
 
+def actor_fields() -> dict[str, Any] | None:
+    """Who is acting, as an entry names them (user_id, username, source, address); None
+    when nobody is. The statements that write entries themselves (`scheduler_audit_created`)
+    take it as JSON."""
+    actor = _actor.get()
+    if actor is None:
+        return None
+    user = actor.user()
+    signed_in = user is not None and user.is_authenticated
+    return {
+        "user_id": user.pk if signed_in else None,
+        "username": user.get_username() if signed_in else "",
+        "source": actor.source,
+        "address": actor.address[:64],
+    }
+
+
 def record(
     action: str,
     *,
@@ -86,16 +103,11 @@ def record(
     count: int = 1,
 ) -> AuditEntry | None:
     """Record `action` as the current actor's; nothing when no one is acting."""
-    actor = _actor.get()
+    actor = actor_fields()
     if actor is None:
         return None
-    user = actor.user()
-    signed_in = user is not None and user.is_authenticated
     return AuditEntry.objects.create(
-        user=user if signed_in else None,
-        username=user.get_username() if signed_in else "",
-        source=actor.source,
-        address=actor.address[:64],
+        **actor,
         action=action,
         target=target[:200],
         count=count,

@@ -289,16 +289,11 @@ def _enqueue(spec: JobSpec, now: datetime) -> JobObject:
     """Create the validated job of `spec`."""
     if spec.cron is not None:
         return _start_schedule(spec, spec.cron, now)
-    if spec.depends_on is None and not audit.active():
-        # One statement, atomic on its own: inside the caller's transaction it commits with
-        # it, outside one it commits at once. Its own transaction would only add round trips.
-        created = _create(spec, now, pending_dependencies=0)
-        notifier.emit_after_commit([("job.created", created)])
-        return created
     if spec.depends_on is None:
-        with transaction.atomic():
-            created = _create(spec, now, pending_dependencies=0)
-            _audit_created(created)
+        # One statement, with its audit entry when an operator acts, atomic on its own:
+        # inside the caller's transaction it commits with it, outside one it commits at
+        # once. Its own transaction would only add round trips.
+        created = _create(spec, now, pending_dependencies=0, actor=audit.actor_fields())
         notifier.emit_after_commit([("job.created", created)])
         return created
     upstream_ids = _upstream_ids(spec.depends_on)
@@ -323,18 +318,16 @@ def _enqueue(spec: JobSpec, now: datetime) -> JobObject:
             [JobDependency(job_id=job_id, depends_on_id=u) for u in upstream_ids]
         )
         created = get_job(job_id)  # its object names the edges, written after the row
-        _audit_created(created)
+        _audit_created(job_id)
         notifier.emit_after_commit([("job.created", created)])
     return created
 
 
-def _audit_created(job: JobObject) -> None:
-    audit.record(
-        "create",
-        target=job["id"],
-        summary=f"Created a {job['type']} job",
-        after={k: job[k] for k in ("type", "payload", "priority", "scheduled_at", "depends_on")},
-    )
+def _audit_created(job_id: uuid.UUID | str) -> None:
+    """The audit entry of a job created in several statements, once its edges are written."""
+    actor = audit.actor_fields()
+    if actor is not None:
+        fetch("audit_created_job", {"job_id": job_id, "actor": Jsonb(actor)})
 
 
 def _upstream_ids(depends_on: uuid.UUID | Sequence[uuid.UUID]) -> tuple[uuid.UUID, ...]:
@@ -359,7 +352,7 @@ def _start_schedule(spec: JobSpec, cron: str, now: datetime) -> JobObject:
             updated_at=now,
         )
         (created,) = _create_schedule_runs(schedule, now)
-        _audit_created(created)
+        _audit_created(created["id"])
     return created
 
 
@@ -376,8 +369,14 @@ def _create_schedule_runs(schedule: Schedule, after: datetime) -> list[JobObject
     return created
 
 
-def _create(spec: JobSpec, now: datetime, pending_dependencies: int) -> JobObject:
-    """Insert one validated job, waking the workers when it is runnable (`create_job`)."""
+def _create(
+    spec: JobSpec,
+    now: datetime,
+    pending_dependencies: int,
+    actor: dict[str, Any] | None = None,
+) -> JobObject:
+    """Insert one validated job, waking the workers when it is runnable, and audited as
+    created by `actor` when given (`create_job`)."""
     (row,) = fetch(
         "create_job",
         {
@@ -391,6 +390,7 @@ def _create(spec: JobSpec, now: datetime, pending_dependencies: int) -> JobObjec
             "now": now,
             "pending_dependencies": pending_dependencies,
             "channel": RUNNABLE_CHANNEL,
+            "actor": None if actor is None else Jsonb(actor),
         },
         prepared=True,
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 from django.db import connection
+from psycopg.rows import dict_row
 
 _QUERY_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _HERE = Path(__file__).parent
@@ -39,9 +40,12 @@ def fetch(name: str, params: Mapping[str, Any], *, prepared: bool = False) -> li
         if not prepared:
             cursor.execute(query(name), params)
             return _rows(cursor)
-        with connection.wrap_database_errors, psycopg.Cursor(cursor.connection) as bound:
+        with (
+            connection.wrap_database_errors,
+            psycopg.Cursor(cursor.connection, row_factory=dict_row) as bound,
+        ):
             bound.execute(query(name), params)
-            return _rows(bound)
+            return bound.fetchall() if bound.pgresult and bound.pgresult.nfields else []
 
 
 def _rows(cursor: Any) -> list[dict[str, Any]]:

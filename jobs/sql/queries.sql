@@ -350,8 +350,9 @@ WHERE EXISTS (SELECT 1 FROM jobs
 -- Create one job (`jobs.state.enqueue`) and, when it waits on nothing, wake the listening
 -- workers with its id, priority, run_at and created_at, in the same statement: the NOTIFY
 -- is delivered when the surrounding transaction commits, and never without the job.
+-- When an operator creates it (`actor`, NULL: the system), its audit entry is written too.
 -- Its object names no dependency: a dependent job's edge is written after the row, and
--- `enqueue` reads that job's object again.
+-- `enqueue` reads that job's object again (and audits it with `audit_created_job`).
 WITH new AS (
     INSERT INTO jobs (id, type, queue, payload, priority, status, attempt_count, max_retries,
                       scheduled_at, recur_interval, in_dlq, created_at, updated_at,
@@ -369,9 +370,20 @@ WITH new AS (
                                                     'queue', queue)::text)
     FROM new
     WHERE pending_dependencies = 0
+), audited AS (
+    SELECT scheduler_audit_created(ROW(new.*)::jobs, '{}', %(actor)s::jsonb)
+    FROM new
+    WHERE %(actor)s::jsonb IS NOT NULL
 )
 SELECT new.id, scheduler_job_object(ROW(new.*)::jobs, '{}')::text AS job
-FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified;
+FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified
+         CROSS JOIN (SELECT count(*) FROM audited) AS recorded;
+
+-- name: audit_created_job
+-- The audit entry of an operator's creation of `job_id`, its dependency edges written.
+SELECT scheduler_audit_created(j, up.ids, %(actor)s::jsonb)
+FROM jobs AS j CROSS JOIN LATERAL scheduler_upstream_ids(j.id) AS up
+WHERE j.id = %(job_id)s;
 
 -- name: create_jobs
 -- Create many independent jobs in one statement (`jobs.state.enqueue_many`), in the order

@@ -90,6 +90,23 @@ CREATE OR REPLACE FUNCTION scheduler_job_object(j jobs) RETURNS json
 LANGUAGE sql STABLE PARALLEL SAFE AS
 $$ SELECT scheduler_job_object(j, up.ids) FROM scheduler_upstream_ids(j.id) AS up $$;
 
+-- An operator's creation of a job, in the audit log (`jobs.audit`): who (`actor`: user_id,
+-- username, source, address, as `jobs.audit.actor_fields` names them), the job, and what it
+-- was created with. The statement that creates a job writes it (`create_job`), so an API
+-- request's job and its entry cost one round trip; a job created in several statements (with
+-- dependencies, a schedule's first run) gets it from `audit_created_job` once its edges are
+-- written, in the same transaction.
+CREATE OR REPLACE FUNCTION scheduler_audit_created(j jobs, upstream_ids uuid[], actor jsonb)
+RETURNS void
+LANGUAGE sql VOLATILE AS
+$$ INSERT INTO audit_log (at, user_id, username, source, address, action, target, count,
+                          summary, before, after)
+   VALUES (now(), (actor->>'user_id')::integer, actor->>'username', actor->>'source',
+           actor->>'address', 'create', j.id::text, 1, 'Created a ' || j.type || ' job', NULL,
+           jsonb_build_object('type', j.type, 'payload', j.payload, 'priority', j.priority,
+                              'scheduled_at', scheduler_time(j.scheduled_at),
+                              'depends_on', upstream_ids[1])) $$;
+
 -- Close attempts: each of `attempt_ids` finishes at the matching `finished_ats` with
 -- `closing_status`, its duration in whole milliseconds, and the error (NULL on success).
 -- Every transition that ends an attempt (complete, fail, cancel, rescue) closes it here.

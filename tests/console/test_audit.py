@@ -71,6 +71,57 @@ def test_api_actions_are_recorded_with_who_where_and_before_after(
     assert (emptied.target, emptied.count) == ("2 jobs", 2)
 
 
+def test_each_way_of_creating_a_job_records_the_same_entry(
+    operator_client: APIClient, operator: Any
+) -> None:
+    """A plain job (its entry written by the statement that creates it), a dependent one and
+    a schedule's first run (written once their edges or schedule exist) read alike."""
+    plain = operator_client.post(
+        "/api/v1/jobs",
+        {
+            "type": "noop",
+            "payload": {"n": 1},
+            "priority": 3,
+            "scheduled_at": "2030-01-02T03:04:05Z",
+        },
+        format="json",
+    ).json()
+    dependent = operator_client.post(
+        "/api/v1/jobs",
+        {"type": "noop", "payload": {}, "priority": 2, "depends_on": plain["id"]},
+        format="json",
+    ).json()
+    nightly = operator_client.post(
+        "/api/v1/jobs",
+        {"type": "noop", "payload": {}, "priority": 1, "cron": "30 2 * * *"},
+        format="json",
+    ).json()
+
+    log = entries()
+    assert [(e.action, e.user_id, e.username, e.source, e.target, e.count) for e in log] == [
+        ("create", operator.pk, operator.username, "api", job["id"], 1)
+        for job in (plain, dependent, nightly)
+    ]
+    assert [(e.summary, e.before, e.after) for e in log] == [
+        (
+            "Created a noop job",
+            None,
+            {
+                key: job[key]
+                for key in ("type", "payload", "priority", "scheduled_at", "depends_on")
+            },
+        )
+        for job in (plain, dependent, nightly)
+    ]
+    assert log[0].after["scheduled_at"] == "2030-01-02T03:04:05.000Z"
+    assert log[1].after["depends_on"] == plain["id"]
+
+
+def test_a_job_created_by_the_system_is_not_audited() -> None:
+    state.enqueue("noop", {})
+    assert entries() == []
+
+
 def test_console_and_admin_actions_say_where_they_came_from(operator: Any) -> None:
     console = logged_in(operator)
     job = state.enqueue("noop", {})

@@ -86,6 +86,7 @@ HOT_STATEMENTS = {
         "now": datetime(2026, 1, 1, tzinfo=UTC),
         "pending_dependencies": 0,
         "channel": "nobody",
+        "actor": None,
     },
     "create_jobs": {
         "jobs": "[]",
