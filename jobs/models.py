@@ -103,9 +103,15 @@ class Job(models.Model):
     pending_dependencies = models.PositiveSmallIntegerField(default=0)
     # Fencing token: the attempt that holds the claim. Outcomes from other attempts are refused.
     current_attempt_id = models.UUIDField(null=True, blank=True)
-    # The run before this one in a recurring series; unique so a slot is created once.
-    previous_run = models.OneToOneField(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="next_run"
+    # The run before this one in a recurring series; unique so a slot is created once
+    # (`jobs_previous_run_once`).
+    previous_run = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="next_runs",
+        db_index=False,
     )
     # The cron schedule this job is a run of; `scheduled_at` is its slot.
     schedule = models.ForeignKey(
@@ -145,6 +151,14 @@ class Job(models.Model):
                 condition=Q(recur_interval__isnull=True)
                 | Q(recur_interval__in=RecurInterval.values),
                 name="jobs_recur_interval_valid",
+            ),
+            # A run has one next run, however many completion reports race for it. Partial:
+            # the jobs that are no next run (nearly all) have no entry to write when they
+            # are created and at each change of state.
+            models.UniqueConstraint(
+                fields=["previous_run"],
+                name="jobs_previous_run_once",
+                condition=Q(previous_run__isnull=False),
             ),
             # A slot of a schedule has one run, however many completions race for it; a
             # run cancelled by a pause does not count, so a resume may create it again.

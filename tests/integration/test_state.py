@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from jobs import state
@@ -381,6 +381,19 @@ def test_recurring_job_gets_its_next_slot_exactly_once():
     again = state.complete([success(claim)], worker.id)
     assert (again.completed, again.created) == ([], [])
     assert Job.objects.filter(previous_run_id=job["id"]).count() == 1
+
+
+def test_a_run_has_at_most_one_next_run_whatever_writes_it():
+    """The database itself refuses a second next run of one run (a completion report that
+    raced past the claim's fence would meet this), while any number of jobs are no next run."""
+    first = state.enqueue("noop", {}, priority=2, recur_interval="every_1_minute")
+    plain = [state.enqueue("noop", {}) for _ in range(3)]
+    assert Job.objects.filter(previous_run__isnull=True).count() == 1 + len(plain)
+    next_run = state.enqueue("noop", {}, priority=2, recur_interval="every_1_minute")
+    Job.objects.filter(id=next_run["id"]).update(previous_run_id=first["id"])
+    second = state.enqueue("noop", {}, priority=2, recur_interval="every_1_minute")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.filter(id=second["id"]).update(previous_run_id=first["id"])
 
 
 def test_dlq_retry_resets_attempts_and_keeps_history():
