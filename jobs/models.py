@@ -530,6 +530,23 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.user})"
 
 
+class FailedTokenCount(models.Model):
+    """Failed API token attempts from one client address in its current period
+    (`jobs.api.throttling.FailedTokenAttempts`). In PostgreSQL rather than the cache so that
+    the token's own statement reads it along: no second round trip per request. A row whose
+    period has ended counts for nothing; the next failure anywhere deletes it."""
+
+    address = models.TextField(primary_key=True)
+    failures = models.PositiveIntegerField()
+    period_ends = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "api_token_failures"
+
+    def __str__(self) -> str:
+        return f"{self.address}: {self.failures} until {self.period_ends:%H:%M:%S}"
+
+
 class Theme(models.TextChoices):
     SYSTEM = "system", "Follow the system"
     LIGHT = "light", "Light"

@@ -50,8 +50,9 @@ def _private_event_channel() -> None:
 
 @pytest.fixture(autouse=True)
 def _private_cache(settings: Any) -> None:
-    # Rate-limit and failed-token counters are per client address, and every test client
-    # is 127.0.0.1: each test counts on its own, also in the servers it starts.
+    # Rate-limit counters are per client address, and every test client is 127.0.0.1: each
+    # test counts on its own, also in the servers it starts. (Failed token attempts are
+    # counted in the database, which each test has to itself.)
     settings.CACHES = {
         **settings.CACHES,
         "default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"},

@@ -1,8 +1,9 @@
 """Bearer tokens for the API. A token is shown once; only its SHA-256 is stored.
 
-Failed attempts are counted per client address in the cache (Redis): past
-`API_TOKEN_FAILURE_LIMIT` in its period, that address gets 429 for the rest of the period,
-good token or not, so tokens cannot be guessed at speed. Without Redis nothing is counted.
+Failed attempts are counted per client address (`jobs.api.throttling.FailedTokenAttempts`):
+past `API_TOKEN_FAILURE_LIMIT` in its period, that address gets 429 for the rest of the
+period, good token or not, so tokens cannot be guessed at speed. The count is read by the
+token's own statement.
 """
 
 import hashlib
@@ -18,7 +19,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from jobs.api.throttling import FailedTokenAttempts
+from jobs.api.throttling import CURRENT_FAILURES, FailedTokenAttempts
 from jobs.models import ApiToken
 from jobs.roles import OPERATORS_GROUP
 
@@ -43,37 +44,40 @@ def _columns(model: type[Model], alias: str) -> str:
     return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
 
 
-# The token, its user and whether the user is in the operators' group (the role of
-# jobs.roles.is_operator) in one statement, on every API request, each model's columns in
-# the order its fields are declared (what `Model.from_db` takes). Written out, and read with
-# a plain cursor, because the ORM spent about 1.4 ms of CPU compiling the same lookup
-# (select_related plus an Exists) each time, the largest part of a POST's Python, and a raw
-# queryset still 0.1 ms mapping its columns (ARCHITECTURE.md, "Where a job's time goes").
+# The failed attempts of the client's address in the current period (FailedTokenAttempts),
+# and the token, its user and whether the user is in the operators' group (the role of
+# jobs.roles.is_operator), in one statement on every API request; one row, whose token and
+# user columns are NULL when no token has this hash. Each model's columns come in the order
+# its fields are declared (what `Model.from_db` takes). Written out, and read with a plain
+# cursor, because the ORM spent about 1.4 ms of CPU compiling the same lookup (select_related
+# plus an Exists) each time, the largest part of a POST's Python, and a raw queryset still
+# 0.1 ms mapping its columns (ARCHITECTURE.md, "Where a job's time goes").
 USER_BY_KEY_HASH = f"""
-SELECT {_columns(ApiToken, "t")}, {_columns(User, "u")},
+SELECT ({CURRENT_FAILURES}) AS failures, {_columns(ApiToken, "t")}, {_columns(User, "u")},
        EXISTS (SELECT 1 FROM auth_user_groups ug JOIN auth_group g ON g.id = ug.group_id
                WHERE ug.user_id = u.id AND g.name = %(operators)s) AS in_operators_group
-FROM api_tokens t JOIN auth_user u ON u.id = t.user_id
-WHERE t.key_hash = %(key_hash)s
+FROM (VALUES (1)) AS one (n)
+LEFT JOIN (api_tokens t JOIN auth_user u ON u.id = t.user_id) ON t.key_hash = %(key_hash)s
 """  # noqa: S608 - column names from the models, no input
 TOKEN_FIELDS = [field.attname for field in ApiToken._meta.concrete_fields]
 USER_FIELDS = [field.attname for field in User._meta.concrete_fields]
 
 
-def token_with_user(key_hash: str) -> ApiToken | None:
-    """The token of this hash with its user, whose `in_operators_group` is read along
-    (`jobs.roles.is_operator` then asks nothing more)."""
-    params = {"key_hash": key_hash, "operators": OPERATORS_GROUP}
+def token_with_user(key_hash: str, address: str) -> tuple[int | None, ApiToken | None]:
+    """The failed attempts of `address` in its current period, and the token of this hash
+    with its user, whose `in_operators_group` is read along (`jobs.roles.is_operator` then
+    asks nothing more)."""
+    params = {"key_hash": key_hash, "operators": OPERATORS_GROUP, "address": address}
     with connection.cursor() as cursor:
         cursor.execute(USER_BY_KEY_HASH, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
+        failures, *row = cursor.fetchone()
+    if row[0] is None:
+        return failures, None
     token = ApiToken.from_db(connection.alias, TOKEN_FIELDS, row[: len(TOKEN_FIELDS)])
     user = User.from_db(connection.alias, USER_FIELDS, row[len(TOKEN_FIELDS) : -1])
     user.in_operators_group = row[-1]  # type: ignore[attr-defined]  # read by jobs.roles
     token.user = user
-    return token
+    return failures, token
 
 
 class BearerTokenAuthentication(BaseAuthentication):
@@ -84,12 +88,13 @@ class BearerTokenAuthentication(BaseAuthentication):
         if not header:
             return None
         failures = FailedTokenAttempts(request)
-        failures.refuse_if_over_limit()
         scheme, _, token = header.partition(" ")
         if scheme.lower() != self.keyword.lower() or not token.strip():
+            failures.refuse_if_over_limit(failures.count())
             failures.record()
             raise AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
-        api_token = token_with_user(hash_token(token.strip()))
+        failed, api_token = token_with_user(hash_token(token.strip()), failures.address)
+        failures.refuse_if_over_limit(failed)
         if api_token is None or not api_token.user.is_active:
             failures.record()
             raise AuthenticationFailed("Invalid or revoked token.")

@@ -4,7 +4,7 @@ attempts per client address (`API_TOKEN_FAILURE_LIMIT`)."""
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.db import connection
 from django.http import HttpRequest
 from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
@@ -45,26 +45,54 @@ class ConfiguredRateThrottle(SimpleRateThrottle):
 
 
 class FailedTokenAttempts:
-    """The failed token attempts of one client address in the current period."""
+    """The failed token attempts of one client address in the current period, counted in
+    PostgreSQL (`FailedTokenCount`): the token lookup of `jobs.api.auth` reads the count in
+    its own statement, so a good request pays no round trip for it."""
 
     def __init__(self, request: HttpRequest) -> None:
         rate = settings.API_TOKEN_FAILURE_LIMIT
         self.limit, self.period = parse_rate(rate) if rate else (0, 0)
-        self.key = f"api-token-failures:{client_address(request)}"
+        self.address = client_address(request)
 
-    def refuse_if_over_limit(self) -> None:
-        if self.limit and (cache.get(self.key) or 0) >= self.limit:
+    def refuse_if_over_limit(self, failures: int | None) -> None:
+        """Refuse this request when `failures`, the count read for this address, is at the
+        limit: then even a good token is refused, so that guessing learns nothing."""
+        if self.limit and (failures or 0) >= self.limit:
             raise Throttled(
                 wait=self.period,
                 detail=f"Too many failed token attempts from this address: wait {self.period} s.",
             )
 
+    def count(self) -> int | None:
+        """The count of this period, for a request that has no token to look up."""
+        with connection.cursor() as cursor:
+            cursor.execute(CURRENT_FAILURES, {"address": self.address})
+            row = cursor.fetchone()
+        return row[0] if row else None
+
     def record(self) -> None:
         if not self.limit:
             return
-        # The period starts at the first failure; add() is a no-op when it already runs.
-        cache.add(self.key, 0, timeout=self.period)
-        try:
-            cache.incr(self.key)
-        except ValueError:  # the period ended between add() and incr()
-            cache.add(self.key, 1, timeout=self.period)
+        with connection.cursor() as cursor:
+            # The period starts at the first failure. Ended periods are deleted by whatever
+            # failure comes next: the table holds little more than the current periods.
+            cursor.execute(DELETE_ENDED_PERIODS, {"address": self.address})
+            cursor.execute(RECORD_FAILURE, {"address": self.address, "period": self.period})
+
+
+# The count of an address's current period; NULL when it has none. Also a subquery of the
+# token's statement (jobs.api.auth).
+CURRENT_FAILURES = """
+SELECT f.failures FROM api_token_failures f
+WHERE f.address = %(address)s AND f.period_ends > now()
+"""
+DELETE_ENDED_PERIODS = """
+DELETE FROM api_token_failures WHERE period_ends <= now() AND address <> %(address)s
+"""
+RECORD_FAILURE = """
+INSERT INTO api_token_failures AS f (address, failures, period_ends)
+VALUES (%(address)s, 1, now() + make_interval(secs => %(period)s))
+ON CONFLICT (address) DO UPDATE SET
+    failures = CASE WHEN f.period_ends > now() THEN f.failures + 1 ELSE 1 END,
+    period_ends = CASE WHEN f.period_ends > now() THEN f.period_ends ELSE excluded.period_ends END
+"""

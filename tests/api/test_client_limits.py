@@ -3,11 +3,15 @@ it: the anonymous rate limit and failed token attempts."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import RequestFactory
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.api.clients import client_address
+from jobs.models import FailedTokenCount
 
 from .test_job_routes import assert_error
 
@@ -82,3 +86,25 @@ def test_successful_token_use_is_not_counted(settings, viewer_client):
     settings.API_TOKEN_FAILURE_LIMIT = "3/min"
     for _ in range(10):
         assert viewer_client.get(JOBS).status_code == 200
+
+
+def test_an_ended_period_counts_for_nothing_and_the_next_failure_deletes_it(
+    settings, viewer_client
+):
+    settings.API_TOKEN_FAILURE_LIMIT = "3/min"
+    good = viewer_client._credentials["HTTP_AUTHORIZATION"]
+    ended = timezone.now() - timedelta(seconds=1)
+    FailedTokenCount.objects.create(address="203.0.113.70", failures=99, period_ends=ended)
+    returning = APIClient(REMOTE_ADDR="203.0.113.70")
+    assert returning.get(JOBS, HTTP_AUTHORIZATION=good).status_code == 200
+
+    guess = APIClient(REMOTE_ADDR="203.0.113.71").get(JOBS, HTTP_AUTHORIZATION="Bearer jsk_x")
+    assert_error(guess, 401, "not_authenticated")
+    assert dict(FailedTokenCount.objects.values_list("address", "failures")) == {"203.0.113.71": 1}
+
+
+def test_a_malformed_header_is_a_failed_attempt(settings):
+    settings.API_TOKEN_FAILURE_LIMIT = "2/min"
+    client = APIClient(REMOTE_ADDR="203.0.113.72")
+    answers = [client.get(JOBS, HTTP_AUTHORIZATION="Basic eDp5") for _ in range(3)]
+    assert [answer.status_code for answer in answers] == [401, 401, 429]
