@@ -88,6 +88,8 @@ class Attempt:
     context: JobContext
     logs: AttemptLog
     timeout: float
+    # The attempt id as text: its key in the log router, and what its log records carry.
+    log_key: str
     # Set by the thread that takes the job (None while it waits): the timeout counts from there.
     started: float | None = None
     deadline: float | None = None
@@ -134,8 +136,8 @@ class Admission:
         return True
 
 
-def _job_logger(job: ClaimedJob) -> logging.LoggerAdapter[logging.Logger]:
-    extra = {"job_id": str(job.id), "attempt_id": str(job.attempt_id), "job_type": job.type}
+def _job_logger(job: ClaimedJob, log_key: str) -> logging.LoggerAdapter[logging.Logger]:
+    extra = {"job_id": str(job.id), "attempt_id": log_key, "job_type": job.type}
     return logging.LoggerAdapter(job_logger, extra)
 
 
@@ -192,16 +194,17 @@ class Processor:
             spec = None
         timeout = (spec.timeout if spec else None) or self.default_timeout
         log = AttemptLog()
-        job_log_router.logs[str(job.attempt_id)] = log
+        log_key = str(job.attempt_id)
+        job_log_router.logs[log_key] = log
         context = JobContext(
             id=job.id,
             type=job.type,
             payload=job.payload,
             attempt_id=job.attempt_id,
             attempt_number=job.attempt_number,
-            logger=_job_logger(job),
+            logger=_job_logger(job, log_key),
         )
-        attempt = Attempt(job, spec, context, log, timeout)
+        attempt = Attempt(job, spec, context, log, timeout, log_key)
         self.running[job.id] = attempt
         if spec is not None and spec.inline:
             attempt.finished = True
@@ -258,7 +261,7 @@ class Processor:
 
     def _forget(self, attempt: Attempt) -> None:
         del self.running[attempt.job.id]
-        job_log_router.logs.pop(str(attempt.job.attempt_id), None)
+        job_log_router.logs.pop(attempt.log_key, None)
 
     def _abandon(self, attempt: Attempt) -> bool:
         with self._lock:
@@ -305,7 +308,8 @@ class Processor:
             finally:
                 attempt.ran_for = time.monotonic() - began
             # Checked here so that one bad result cannot fail its whole completion batch.
-            json.dumps(result)
+            if result is not None:
+                json.dumps(result)
         except Exception as error:
             return Outcome(attempt, error=error)
         finally:
