@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("jobs", "0027_audit_created_in_statement")]
+    dependencies = [("jobs", "0028_previous_run_partial_unique")]
 
     operations = [
         migrations.CreateModel(
