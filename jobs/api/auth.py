@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import connection
+from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.models import Model
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication
@@ -63,13 +64,25 @@ TOKEN_FIELDS = [field.attname for field in ApiToken._meta.concrete_fields]
 USER_FIELDS = [field.attname for field in User._meta.concrete_fields]
 
 
+def _server_bound_cursor() -> Any:
+    """Django's cursor (its query log, its database errors) around psycopg's cursor that
+    binds parameters on the server, so that the statement is prepared once it ran
+    `prepare_threshold` times on a connection (as `jobs.sql.fetch` does for the core's).
+    Django's own cursor binds them in the text: PostgreSQL planned the token's statement on
+    every request, 0.16-0.2 ms, where running it takes 0.02-0.05 ms."""
+    connection.ensure_connection()
+    cursor = ServerBindingCursor(connection.connection)  # type: ignore[call-arg]  # stubs lag
+    return connection._prepare_cursor(cursor)  # type: ignore[attr-defined]  # Django wraps it
+
+
 def token_with_user(key_hash: str, address: str) -> tuple[int | None, ApiToken | None]:
     """The failed attempts of `address` in its current period, and the token of this hash
     with its user, whose `in_operators_group` is read along (`jobs.roles.is_operator` then
     asks nothing more)."""
     params = {"key_hash": key_hash, "operators": OPERATORS_GROUP, "address": address}
-    with connection.cursor() as cursor:
+    with _server_bound_cursor() as cursor:
         cursor.execute(USER_BY_KEY_HASH, params)
+        # Always one row (FROM the VALUES).
         failures, *row = cursor.fetchone()
     if row[0] is None:
         return failures, None
