@@ -207,6 +207,8 @@ async def _stream(events: AsyncGenerator[bytes, None], receive: Any, send: Any) 
     try:
         async for chunk in events:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            # Not kept while waiting for the next: the first is this stream's own counters.
+            del chunk
         await send({"type": "http.response.body"})
     except asyncio.CancelledError:
         if task is None or not disconnect.done():

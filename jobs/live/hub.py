@@ -64,21 +64,22 @@ class Client:
         self.dropped = False
         self._waiter: asyncio.Future[None] | None = None
 
-    async def next_frames(self) -> list[bytes]:
-        """The frames queued so far, waiting for one if there are none (a closed client's
-        list may be empty)."""
-        if not self.frames and not self.closed:
-            self._waiter = waiter = asyncio.get_running_loop().create_future()
-            try:
-                await waiter
-            finally:
-                self._waiter = None
+    def waiter(self) -> asyncio.Future[None]:
+        """What a stream with no frames awaits: done when some are queued or the client is
+        closed. A future rather than a coroutine, so the waiting stream holds no frame of
+        this method."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        return self._waiter
+
+    def take(self) -> bytes:
+        """The frames queued so far, in one chunk (empty for a closed client with none)."""
         frames, self.frames = self.frames, []
-        return frames
+        return b"".join(frames)
 
     def wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 class EventHub:

@@ -100,9 +100,13 @@ async def _events() -> AsyncGenerator[bytes, None]:
     try:
         yield await _first_frames(hub)
         while not client.closed:
-            # A backlog (keep-alives from the hub's beat included) goes out in one write.
-            if frames := await client.next_frames():
-                yield b"".join(frames)
+            # Awaited here rather than in a method of the client: a waiting stream holds one
+            # frame fewer. A backlog (keep-alives from the hub's beat included) goes out in
+            # one write.
+            if not client.frames:
+                await client.waiter()
+            if client.frames:
+                yield client.take()
     finally:
         hub.leave(client)
 

@@ -34,7 +34,7 @@ from benchmarks.api_load import Daphne, ProductionServer, named, server_connecti
 from jobs import state
 from jobs.api.auth import issue_token
 from jobs.events import RedisEventBus, get_event_bus
-from jobs.live.hub import EventHub
+from jobs.live.hub import Client, EventHub
 from jobs.models import Job, Worker
 from jobs.stats import current_stats
 
@@ -392,7 +392,13 @@ def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
     """The hub itself, in this process, on a real Redis channel of its own."""
     channel = f"{settings.SCHEDULER_EVENTS_CHANNEL}:slow:{uuid.uuid4().hex}"
 
-    async def scenario() -> tuple[list[bytes], list[bytes], dict[str, Any]]:
+    async def next_chunk(client: Client) -> bytes:
+        """What the stream of `client` would write next (`jobs.live.views._events`)."""
+        if not client.frames and not client.closed:
+            await asyncio.wait_for(client.waiter(), 5)
+        return client.take()
+
+    async def scenario() -> tuple[list[bytes], bytes, dict[str, Any]]:
         hub = EventHub(settings.REDIS_URL, channel, queue_size=10, keepalive_seconds=60)
         slow, fast = hub.join(), hub.join()
         await hub.wait_settled(5)
@@ -401,9 +407,9 @@ def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
         for n in range(30):
             await publisher.publish(channel, json.dumps({"type": "job.created", "data": {"n": n}}))
             while len(received) <= n:
-                received += await asyncio.wait_for(fast.next_frames(), 5)
+                received += (await next_chunk(fast)).split(b"\n\n")[:-1]
         await publisher.aclose()
-        farewell = await asyncio.wait_for(slow.next_frames(), 5)
+        farewell = await next_chunk(slow)
         assert slow.closed
         counts = hub.counts()
         hub.leave(fast)
@@ -413,7 +419,7 @@ def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
     received, farewell, counts = asyncio.run(scenario())
 
     assert [json.loads(f.split(b"data: ")[1])["n"] for f in received] == list(range(30))
-    assert farewell == [b'event: stream.dropped\ndata: {"reason":"client_too_slow"}\n\n']
+    assert farewell == b'event: stream.dropped\ndata: {"reason":"client_too_slow"}\n\n'
     assert counts["clients"] == 1
     assert counts["after"]["clients"] == 0
     assert not counts["after"]["reader_running"] and not counts["after"]["stopping_reader"]
@@ -559,10 +565,10 @@ class RawStream:
 
 
 # What a first burst of 500 streams may leave in the serving process once they have closed
-# (ARCHITECTURE.md, "Memory of open streams"): measured 7.6-7.9 MB under daphne and 5.1-5.2 MB
+# (ARCHITECTURE.md, "Memory of open streams"): measured 7.3-7.6 MB under daphne and 4.9-5.0 MB
 # under uvicorn; 8.6-9.2 and 6.7-7.3 MB when each stream's finished request and cache client
 # waited for the cyclic collector and every stream's Django part could run at once.
-FIRST_BURST_KB = {"daphne": 8_250, "production": 5_750}
+FIRST_BURST_KB = {"daphne": 8_000, "production": 5_400}
 
 
 @pytest.mark.parametrize("served_by", ["daphne", "production"])
@@ -663,7 +669,9 @@ def stream_capacity(
         # Later bursts reuse what the first one freed: nothing accumulates. The allocator may
         # still settle during the next two (where a burst's objects land varies with the
         # process's layout), so accumulation is measured over the two bursts after those: a
-        # leak of even 1 kB per stream would add 1 MB there.
+        # leak of even 1 kB per stream would add 1 MB there. A burst may also give back an
+        # arena that the next one takes again, so the level after them is compared with the
+        # highest before.
         for _ in range(2):
             close_all(open_500())
         settled = process_status(pid)
@@ -683,4 +691,5 @@ def stream_capacity(
     # burst's high-water mark: what 500 open streams held, most of it the server's
     # per-connection state.
     assert after["rss_kb"] - baseline["rss_kb"] <= first_burst_kb, (baseline, after)
-    assert again["rss_kb"] - settled["rss_kb"] <= 1024, (after, settled, again)
+    highest = max(after["rss_kb"], settled["rss_kb"])
+    assert again["rss_kb"] - highest <= 1024, (after, settled, again)
