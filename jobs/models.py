@@ -86,7 +86,9 @@ class Job(models.Model):
     # failures with an indexed GROUP BY.
     error_signature = models.TextField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
-    # No index of its own: reads by worker go through the partial `jobs_worker_idx`.
+    # No index of its own: reads by worker go through the partial `jobs_worker_idx`. No
+    # constraint in the database either: a worker's row is written before its first claim
+    # and never deleted, and checking it cost every claimed job a deferred lookup at commit.
     worker = models.ForeignKey(
         "Worker",
         null=True,
@@ -94,6 +96,7 @@ class Job(models.Model):
         on_delete=models.SET_NULL,
         related_name="jobs",
         db_index=False,
+        db_constraint=False,
     )
     # When the job last became runnable (scheduled time, retry time, or dependency done).
     run_at = models.DateTimeField()
@@ -312,7 +315,7 @@ class JobAttempt(models.Model):
     error_type = models.CharField(max_length=200, null=True, blank=True)
     error_message = models.TextField(null=True, blank=True)
     stack_trace = models.TextField(null=True, blank=True)
-    # Not indexed: nothing reads attempts by worker.
+    # Not indexed: nothing reads attempts by worker. Not a database constraint, as `Job.worker`.
     worker = models.ForeignKey(
         "Worker",
         null=True,
@@ -320,6 +323,7 @@ class JobAttempt(models.Model):
         on_delete=models.SET_NULL,
         related_name="attempts",
         db_index=False,
+        db_constraint=False,
     )
 
     class Meta:
