@@ -69,6 +69,11 @@ logger = logging.getLogger(__name__)
 _LOG_FLUSH_SECONDS = 1.0
 # The soonest the feeder runs again when the scheduler ran dry early.
 _REFEED_SECONDS = 1.0
+# At start the first feed waits for the listener's LISTEN to take effect (milliseconds), so
+# that one feed sees everything notified before: begun earlier, it was repeated at once when
+# the listener asked for one, reloading the whole backlog twice before the first claim. If
+# the listener cannot connect, the feed runs after this long anyway.
+_FIRST_FEED_WAIT = 1.0
 # How often the job counters' appended rows are folded (a read sums what is left).
 _FOLD_SECONDS = 1.0
 # How long a forced stop waits for the completer to report what finished.
@@ -149,6 +154,7 @@ class Worker:
         if not self._with_database(self._register):
             return 0
         self._build_units()
+        self._units[2].due = time.monotonic() + _FIRST_FEED_WAIT
         self.completer.start()
         self.listener.start()
         for unit in self._background:
