@@ -38,6 +38,11 @@ from typing import IO
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
+# Run as a script (`make load`), this file's folder is on the path, not the project.
+sys.path.insert(0, str(ROOT))
+
+from scheduler_project.devservices.processes import free_port  # noqa: E402
+
 DAPHNE = str(Path(sys.executable).with_name("daphne"))
 
 
@@ -156,10 +161,13 @@ class ProductionServer(ServerProcess):
         self.workers = workers
         self._log = log_path.open("wb")
         env = {"SECRET_KEY": "api-load-" + uuid.uuid4().hex * 2, **env, "DEBUG": "false"}
+        # Each worker binds the address itself (`reuse_port`): a port of 0 would give each
+        # one a port of its own.
+        self.port = free_port()
         self.process = subprocess.Popen(  # noqa: S603 - our own virtualenv's gunicorn
             [
                 *(sys.executable, "-m", "gunicorn", "--config", "deploy/gunicorn.conf.py"),
-                *("--bind", "127.0.0.1:0", "--workers", str(workers)),
+                *("--bind", f"127.0.0.1:{self.port}", "--workers", str(workers)),
             ],
             cwd=ROOT,
             env=env,
@@ -167,7 +175,6 @@ class ProductionServer(ServerProcess):
             stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 90
-        self.port = 0
         while not self.ready():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
@@ -175,12 +182,8 @@ class ProductionServer(ServerProcess):
             time.sleep(0.2)
 
     def ready(self) -> bool:
-        log = self.log()
-        if not self.port:
-            found = re.search(r"Listening at: http://127\.0\.0\.1:(\d+)", log)
-            self.port = int(found.group(1)) if found else 0
-        # gunicorn listens before its workers have loaded the app: wait for every one.
-        if not self.port or log.count("Started server process") < self.workers:
+        # Each worker listens once it has loaded the app: wait for every one.
+        if self.log().count("Started server process") < self.workers:
             return False
         try:
             return http_get(self.port, "/readyz") == 200
@@ -297,7 +300,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=2, help="web processes")
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
     import django
 

@@ -25,6 +25,14 @@ def port_open(host: str, port: int) -> bool:
         return False
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port of `host` that nothing listens on now (the system's pick: it may be taken
+    before the caller binds it, which on a test machine it is not)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -12,7 +12,6 @@ import http.client
 import json
 import re
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -37,6 +36,7 @@ from jobs.events import RedisEventBus, get_event_bus
 from jobs.live.hub import Client, EventHub
 from jobs.models import Job, Worker
 from jobs.stats import current_stats
+from scheduler_project.devservices.processes import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -426,12 +426,6 @@ def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
 
 
 # --- Redis goes away and comes back -------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisServer:

@@ -29,6 +29,7 @@ from scheduler_project.devservices.postgres_server import (
     create_database,
     postgres_connection_kwargs,
 )
+from scheduler_project.devservices.processes import free_port
 from scheduler_project.devservices.redis_server import EmbeddedRedis
 from scheduler_project.devservices.supervisor import terminate_with_parent
 
@@ -50,12 +51,6 @@ LONG_JOB_SECONDS = 2.0
 
 def say(message: str) -> None:
     print(f"[faults {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class GaveUp(Exception):

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler_project.devservices.processes import free_port
 from tests.api.test_long_request_lines import LONG_HEADER, LONG_QUERY, exchange
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -43,12 +43,6 @@ class Profile:
     def worker_pid(self) -> int:
         found = re.findall(r"runworker \(pid (\d+)\)", self.log.read_text())
         return int(found[-1])
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

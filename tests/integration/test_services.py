@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from scheduler_project.devservices.postgres_server import (
     EmbeddedPostgres,
     postgres_connection_kwargs,
 )
-from scheduler_project.devservices.processes import pid_alive, port_open
+from scheduler_project.devservices.processes import free_port, pid_alive, port_open
 from scheduler_project.devservices.redis_server import EmbeddedRedis
 from scheduler_project.devservices.selection import LOCAL_DATABASE_URL, LOCAL_REDIS_URL
 
@@ -86,12 +85,6 @@ def services_env(data_dir: Path, **overrides: str) -> dict[str, str]:
     )
     env.update(overrides)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # What a clone holds: no virtualenv, no data, no caches.

@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import socket
-
 import psycopg
 import pytest
 from django.db import connection
 
 from jobs import state
 from jobs.models import Job, JobAttempt, JobLog
+from scheduler_project.devservices.processes import free_port
 
 from .conftest import job_status, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_jobs_still_run_while_redis_is_unreachable(start_worker):
     jobs = [state.enqueue("echo", {"value": n}) for n in range(5)]
-    worker = start_worker("--once", env={"REDIS_URL": f"redis://127.0.0.1:{closed_port()}/0"})
+    worker = start_worker("--once", env={"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
     assert worker.wait() == 0, worker.logs()
     assert all(job_status(job["id"]) == "completed" for job in jobs)
     assert "event publish failed" in worker.logs()
