@@ -311,9 +311,10 @@ SCHEDULER_EVENTS_CHANNEL = env_str("SCHEDULER_EVENTS_CHANNEL", "scheduler:events
 SCHEDULER_DEFAULT_MAX_RETRIES = env_int("SCHEDULER_DEFAULT_MAX_RETRIES", 3)
 SCHEDULER_BACKOFF_BASE_SECONDS = env_float("SCHEDULER_BACKOFF_BASE_SECONDS", 5.0)
 SCHEDULER_CONCURRENCY = env_int("SCHEDULER_CONCURRENCY", 4)
-# Claimed jobs a worker may hold beyond its busy threads, waiting for the next free one, and
-# about how long the last of them may expect to wait (at its job type's recent pace).
-SCHEDULER_PREFETCH = env_int("SCHEDULER_PREFETCH", 100)
+# Claimed jobs a worker may hold beyond its busy threads, waiting for the next free one (half
+# of them per claim), and about how long the last of them may expect to wait (at its job
+# type's recent pace).
+SCHEDULER_PREFETCH = env_int("SCHEDULER_PREFETCH", 200)
 SCHEDULER_PREFETCH_WAIT = env_float("SCHEDULER_PREFETCH_WAIT", 0.05)
 SCHEDULER_CLAIM_BATCH = env_int("SCHEDULER_CLAIM_BATCH", 250)
 SCHEDULER_FEEDER_INTERVAL = env_float("SCHEDULER_FEEDER_INTERVAL", 30.0)

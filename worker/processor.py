@@ -3,16 +3,17 @@
 Handlers registered `inline` (trivially fast ones such as `noop`) run on the caller's thread
 at once instead: a hand-off to a thread costs more than they do.
 
-Claimed jobs wait in one queue that the idle threads take from. The worker claims more only
-when a thread would otherwise go idle (`claim_room`): one job per idle thread, then more to
-wait for a thread (the prefetch) only while their handlers, at their type's recent pace here,
-would let the last of them start within `prefetch_wait` seconds, and never more than
-`prefetch`. So short jobs are claimed in batches, while a job of a slow type, or of a type
-this worker has not run yet, is never claimed to wait: it stays for an idle worker next door.
-A waiting job's timeout starts when a thread takes it.
+Claimed jobs wait in one queue that the idle threads take from. The worker claims more when
+a thread would otherwise go idle, or ahead while the threads are taking jobs (`claim_room`):
+one job per idle thread, then more to wait for a thread (the prefetch) only while their
+handlers, at their type's recent pace here, would let the last of them start within
+`prefetch_wait` seconds, and never more than `prefetch` (half per claim). So short jobs are
+claimed in batches, while a job of a slow type, or of a type this worker has not run yet, is
+never claimed to wait: it stays for an idle worker next door. A waiting job's timeout starts
+when a thread takes it.
 
-The worker's main thread owns every database call; handler threads only run handlers and
-hand their outcome back through the worker's inbox. A handler that overruns its timeout
+Handler threads make no database call of the worker's: they only run handlers and hand
+their outcome back through the worker's inbox. A handler that overruns its timeout
 cannot be killed (Python threads cannot be), so its attempt is failed at once, its cancel
 flag is set, and its thread is abandoned: a fresh thread takes its place so the pool keeps
 its size, and the old one exits when the handler finally returns. Its outcome is ignored.
@@ -167,6 +168,8 @@ class Processor:
         self._tasks: SimpleQueue[Attempt | None] = SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
+        # When a thread last took a job (time.monotonic()).
+        self._last_taken = 0.0
         for _ in range(concurrency):
             self._spawn()
 
@@ -175,17 +178,35 @@ class Processor:
         """Claimed jobs no thread has taken yet."""
         return self._tasks.qsize()
 
-    def claim_room(self) -> int:
-        """How many jobs to claim now: none while every thread has a job or one waiting for
-        it; otherwise enough for the free threads plus `prefetch` to wait for the next one."""
-        waiting = self.waiting
-        free = self.concurrency - (len(self.running) - waiting)
-        return free - waiting + self.prefetch if free > waiting else 0
+    def claim_room(self, arriving: int = 0) -> int:
+        """How many jobs to claim now: one for each free thread, plus half the prefetch to
+        wait for the next one. When a thread would otherwise go idle, or ahead, while the
+        threads are taking jobs, once no more than the other half waits: the next claim is
+        then on its way while this one's jobs run, and the two together hold at most
+        `prefetch` waiting. A worker whose threads are all held by running jobs claims
+        nothing. `arriving`: jobs claimed and not started yet, counted as waiting."""
+        waiting = self.waiting + arriving
+        free = self.concurrency - (len(self.running) - self.waiting)
+        # What will still wait once every free thread took a job.
+        queued = waiting - free
+        half = (self.prefetch + 1) // 2
+        if queued < 0:
+            return half - queued
+        if queued <= self.prefetch - half and (free > 0 or self._taking()):
+            return half
+        return 0
 
-    def admission(self) -> Admission:
-        """Decides, candidate by candidate (most urgent first), which jobs to claim now."""
-        idle = max(0, self.concurrency - len(self.running))
-        return Admission(idle, self.prefetch, self.concurrency * self.prefetch_wait, self.pace)
+    def _taking(self) -> bool:
+        """Whether a thread took a job lately (within `prefetch_wait`)."""
+        return time.monotonic() - self._last_taken < self.prefetch_wait
+
+    def admission(self, arriving: int = 0) -> Admission:
+        """Decides, candidate by candidate (most urgent first), which jobs to claim now. A
+        claim has half the wait budget, as it has half the prefetch: with the one claimed
+        ahead, the jobs waiting still fit `concurrency x prefetch_wait` at their pace."""
+        idle = max(0, self.concurrency - len(self.running) - arriving)
+        budget = self.concurrency * self.prefetch_wait / 2
+        return Admission(idle, self.prefetch, budget, self.pace)
 
     def start(self, job: ClaimedJob) -> Attempt:
         try:
@@ -283,7 +304,7 @@ class Processor:
             if attempt.abandoned:
                 # Lost while it waited (cancelled): a thread was spawned in our stead.
                 break
-            attempt.started = time.monotonic()
+            attempt.started = self._last_taken = time.monotonic()
             attempt.deadline = attempt.started + attempt.timeout
             outcome = self._run(attempt)
             with self._lock:

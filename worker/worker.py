@@ -1,21 +1,26 @@
 """The worker: one process that claims runnable jobs and runs their handlers.
 
-One main thread owns the loop, the in-memory scheduler and the claims; handlers run on the
-processor's threads; the completer's thread reports finished attempts on its own
+One main thread owns the loop, the in-memory scheduler and the claims' decisions; handlers
+run on the processor's threads; the claimer's thread runs the claims a busy loop sends
+ahead, on its own connection; the completer's thread reports finished attempts on its own
 connection (group commit); a listener thread waits on PostgreSQL LISTEN. They all talk to
 the loop through one inbox, so the loop sleeps exactly until something happens: an
-outcome, a wake-up, a report done, a timer, a maintenance unit falling due, or a signal.
+outcome, a claim back, a wake-up, a report done, a timer, a maintenance unit falling due,
+or a signal.
 
 Each turn of the loop:
 1. takes what arrived in the inbox (outcomes, handed to the completer at once;
-   notifications; feed requests; jobs made runnable by a report);
+   notifications; feed requests; jobs made runnable by a report; a claim back from the
+   claimer, whose jobs it starts once it has sent the next claim);
 2. runs the maintenance units that are due (heartbeat, rescuer, feeder, claim watch,
    counter fold; the pruner has a thread of its own);
 3. moves jobs whose time has come from the timer heap into the scheduler;
 4. fails the attempts over their timeout (handed to the completer too);
-5. when a handler thread would otherwise go idle, pops the most urgent jobs from the
-   scheduler, enough for the free threads plus the prefetch, and claims them in one
-   statement (jobs another worker took are dropped).
+5. when a handler thread would otherwise go idle, or ahead while at most half the prefetch
+   waits, pops the most urgent jobs from the scheduler, enough for the free threads plus
+   half the prefetch, and claims them in one statement (jobs another worker took are dropped):
+   an idle worker on its own connection, a busy one on the claimer's thread, whose result
+   comes back through the inbox while the loop takes outcomes.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from jobs.queue_names import ALL_QUEUES, QueueSelection
 from jobs.reconnect import Backoff
 from jobs.stats import stats_publisher
 
+from .claimer import Claimer
 from .completer import Completer, Finished
 from .maintenance import (
     BackgroundUnit,
@@ -119,6 +125,10 @@ class Worker:
             settings.SCHEDULER_PREFETCH_WAIT,
         )
         self.completer = Completer(self.id, self.inbox, self.rng, _max_db_backoff())
+        self.claimer = Claimer(self.id, self.queues, self.inbox)
+        # The jobs of the claim on the claimer's thread, and its result once back.
+        self._claiming: set[uuid.UUID] = set()
+        self._claimed: tuple[list[ScheduledJob], list[state.ClaimedJob] | Exception] | None = None
         self.listener = Listener(state.RUNNABLE_CHANNEL, self.inbox)
         self.claimed_total = 0
         self.signals = 0
@@ -156,6 +166,7 @@ class Worker:
         self._build_units()
         self._units[2].due = time.monotonic() + _FIRST_FEED_WAIT
         self.completer.start()
+        self.claimer.start()
         self.listener.start()
         for unit in self._background:
             unit.start()
@@ -174,6 +185,7 @@ class Worker:
             for unit in self._background:
                 unit.stop(timeout=settings.SCHEDULER_SHUTDOWN_GRACE)
             self.listener.stop()
+            self.claimer.stop(settings.SCHEDULER_SHUTDOWN_GRACE)
             self.processor.stop()
             if forced:
                 self._receive(0.0)  # outcomes that came in since the last turn
@@ -201,7 +213,7 @@ class Worker:
         )
 
     def _finish(self, forced: bool) -> None:
-        if forced and self.processor.running:
+        if forced and (self.processor.running or self._claiming):
             released = state.release(self.id, "Worker stopped before the job finished.")
             logger.warning("returned %d running jobs to pending", len(released))
         WorkerRow.objects.filter(id=self.id).update(
@@ -295,6 +307,7 @@ class Worker:
         """One pass; how long the loop may sleep before the next, or -1 to finish."""
         if self._in_sight_since is None:
             self._in_sight_since = timezone.now()
+        self._take_claimed()
         now = time.monotonic()
         for timed in self._units:
             if now >= timed.due:
@@ -309,7 +322,7 @@ class Worker:
         if not stopping:
             self._claim()
 
-        busy = bool(self.processor.running or self._reporting)
+        busy = bool(self.processor.running or self._reporting or self._claiming)
         if not busy and (stopping or self._quota_reached()):
             return -1
         if self.once and not busy and not self.scheduler:
@@ -325,6 +338,7 @@ class Worker:
             feed.due = min(feed.due, feed.due - self.feeder.interval + _REFEED_SECONDS)
         if (
             self.scheduler
+            and not self._claiming
             and self.processor.claim_room()
             and not stopping
             and not self._quota_reached()
@@ -355,6 +369,8 @@ class Worker:
             if kind == "outcome":
                 if self.processor.accept(value):
                     finished.append(value)
+            elif kind == "claimed":
+                self._claimed = value
             elif kind == "reported":
                 count, offers = value
                 self._reporting -= count
@@ -393,7 +409,7 @@ class Worker:
         new = 0
         horizon = timezone.now()
         for entry in entries:
-            if entry.job_id in self.processor.running:
+            if entry.job_id in self.processor.running or entry.job_id in self._claiming:
                 continue
             if entry.ready_at <= horizon:
                 new += entry.job_id not in self.scheduler
@@ -417,18 +433,45 @@ class Worker:
     def _quota_reached(self) -> bool:
         return self.max_jobs is not None and self.claimed_total >= self.max_jobs
 
-    def _claim(self) -> None:
+    def _claim(self, arriving: int = 0) -> None:
         """Claim the most urgent jobs of the scheduler, as many as `claim_room` allows, in one
-        statement that commits on its own; handlers start right after it."""
-        popped = self._pop_for_claim()
+        statement that commits on its own; handlers start right after it. A worker with
+        nothing running claims on its own connection (the start latency); a busy one sends
+        the claim to the claimer's thread and goes on taking outcomes meanwhile. `arriving`:
+        jobs claimed and not yet started, which count as waiting."""
+        if self._claiming:
+            return
+        popped = self._pop_for_claim(arriving)
         if not popped:
+            return
+        if self.processor.running or arriving:
+            self._claiming = {e.job_id for e in popped}
+            self.claimer.submit(popped)
             return
         try:
             claimed = state.claim(self.id, len(popped), [e.job_id for e in popped], self.queues)
         except _DB_ERRORS:
-            for entry in popped:
-                self.scheduler.insert(entry)
+            self._put_back(popped)
             raise
+        self._start(popped, claimed)
+
+    def _take_claimed(self) -> None:
+        """Start the jobs of the claim back from the claimer's thread (its error: raised)."""
+        if self._claimed is None:
+            return
+        popped, claimed = self._claimed
+        self._claimed = None
+        self._claiming = set()
+        if isinstance(claimed, Exception):
+            self._put_back(popped)
+            raise claimed
+        # The next claim goes out before these jobs start, so the server works on it while
+        # they run (starting them is most of the loop's time per job).
+        if not self.signals:
+            self._claim(arriving=len(claimed))
+        self._start(popped, claimed)
+
+    def _start(self, popped: list[ScheduledJob], claimed: list[state.ClaimedJob]) -> None:
         # Jobs popped but not claimed were taken by another worker (or cancelled): dropped.
         if len(claimed) < len(popped):
             self.feeder.stale = True
@@ -436,12 +479,16 @@ class Worker:
         for job in claimed:
             self.processor.start(job)
 
-    def _pop_for_claim(self) -> list[ScheduledJob]:
-        room = self.processor.claim_room()
+    def _put_back(self, popped: list[ScheduledJob]) -> None:
+        for entry in popped:
+            self.scheduler.insert(entry)
+
+    def _pop_for_claim(self, arriving: int) -> list[ScheduledJob]:
+        room = self.processor.claim_room(arriving)
         limit = min(room, settings.SCHEDULER_CLAIM_BATCH, len(self.scheduler))
         if self.max_jobs is not None:
-            limit = min(limit, self.max_jobs - self.claimed_total)
-        admission = self.processor.admission()
+            limit = min(limit, self.max_jobs - self.claimed_total - arriving)
+        admission = self.processor.admission(arriving)
         popped: list[ScheduledJob] = []
         while len(popped) < limit:
             entry = self.scheduler.pop()

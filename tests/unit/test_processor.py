@@ -158,7 +158,7 @@ def until(condition: Any, timeout: float = 5) -> None:
 def test_no_claims_while_every_thread_is_busy_and_at_most_prefetch_jobs_wait():
     inbox: SimpleQueue[Any] = SimpleQueue()
     processor = Processor(2, inbox, default_timeout=5, prefetch=3)
-    assert processor.claim_room() == 5  # the free threads, plus the prefetch
+    assert processor.claim_room() == 4  # the free threads, plus half the prefetch
 
     attempts = [processor.start(claimed("probe_gated")) for _ in range(5)]
     until(lambda: processor.waiting == 3)  # two threads took one each
@@ -168,8 +168,33 @@ def test_no_claims_while_every_thread_is_busy_and_at_most_prefetch_jobs_wait():
     gate.set()
     for _ in attempts:
         assert processor.accept(next_outcome(inbox))
-    assert processor.claim_room() == 5
+    assert processor.claim_room() == 4
     processor.stop()
+
+
+def test_a_claim_goes_ahead_while_the_threads_take_jobs_and_not_while_they_are_held():
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    # Lately, for this processor, is within a minute: its threads just took their jobs.
+    taking = Processor(2, inbox, default_timeout=5, prefetch=4, prefetch_wait=60)
+    assert taking.claim_room() == 4  # the free threads, plus half the prefetch
+    for _ in range(4):
+        taking.start(claimed("probe_gated"))
+    until(lambda: taking.waiting == 2)
+    # Half the prefetch waits: the other half is claimed ahead, no more.
+    assert taking.claim_room() == 2
+    taking.start(claimed("probe_gated"))
+    assert taking.claim_room() == 0
+
+    # Lately is within a millisecond: its threads, busy for longer, hold their jobs.
+    held = Processor(2, inbox, default_timeout=5, prefetch=4, prefetch_wait=0.001)
+    for _ in range(2):
+        held.start(claimed("probe_gated"))
+    until(lambda: held.waiting == 0)
+    time.sleep(0.01)
+    assert held.claim_room() == 0
+    gate.set()
+    taking.stop()
+    held.stop()
 
 
 def test_a_job_lost_while_it_waits_for_a_thread_never_runs():
@@ -190,7 +215,7 @@ def test_a_job_lost_while_it_waits_for_a_thread_never_runs():
 
 def test_a_type_is_prefetched_by_its_pace_and_an_unknown_or_slow_one_only_for_an_idle_thread():
     inbox: SimpleQueue[Any] = SimpleQueue()
-    processor = Processor(2, inbox, default_timeout=5, prefetch=3, prefetch_wait=0.05)
+    processor = Processor(2, inbox, default_timeout=5, prefetch=3, prefetch_wait=0.15)
     first = processor.admission()
     # A job for each idle thread, whatever its type; nothing to wait of a type not run here.
     assert [first.admits(t) for t in ("probe_threaded", "probe_stubborn", "probe_threaded")] == [
@@ -199,7 +224,8 @@ def test_a_type_is_prefetched_by_its_pace_and_an_unknown_or_slow_one_only_for_an
         False,
     ]
 
-    # The stubborn type runs past its 0.2 s timeout, over the 0.1 thread-seconds of budget.
+    # The stubborn type runs past its 0.2 s timeout, over a claim's 0.15 thread-seconds of
+    # budget (half of 2 threads x 0.15 s).
     processor.start(claimed("probe_stubborn", seconds=0.4))
     until(lambda: processor.expired(time.monotonic() + 1))
     for _ in range(2):
