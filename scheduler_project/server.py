@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 from typing import Any
@@ -48,6 +49,23 @@ class RequestTooLarge(Exception):
         )
 
 
+class Pipeline(list[Any]):
+    """uvicorn's queue of pipelined requests (`appendleft`, `pop`), as a list: a `deque`
+    allocates a 528-byte block when it is made, and the queue is almost always empty."""
+
+    __slots__ = ()
+
+    def appendleft(self, item: Any) -> None:
+        self.insert(0, item)
+
+
+def without_deque(event: asyncio.Event) -> None:
+    """Keeps the event's waiters in a list rather than a `deque` (a 760-byte object, most of
+    it a 528-byte block allocated when it is made): asyncio.Event only appends, removes and
+    iterates them, and a connection's events have one waiter at most."""
+    event._waiters = []  # type: ignore[assignment]
+
+
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
     # Slots, not instance attributes: uvicorn's own fill the class's shared-key dict, and four
     # more would give every connection a dict of its own (1.5 kB each, 0.7 MB for 500 streams).
@@ -59,6 +77,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.in_head = False
         self.head_bytes = 0
         self.header_bytes = 0
+        self.pipeline = Pipeline()  # type: ignore[assignment]
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        without_deque(self.flow._is_writable_event)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -87,7 +110,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self.in_head = False
+        previous = self.cycle
         super().on_headers_complete()
+        if self.cycle is not previous:
+            without_deque(self.cycle.message_event)
 
     def data_received(self, data: bytes) -> None:
         if self.refusal is not None:
