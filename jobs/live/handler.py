@@ -13,8 +13,9 @@ Python objects are reused, not given back to the system). So a stream request:
 - goes through Django (middleware, session, authentication, the view) in a context of its
   own, in a task that ends once the headers are sent: the request, the response and what
   Django keeps in context variables (a database connection object per context) are freed
-  then, and the stream that follows holds only its events generator. Its database reads
-  give their connection back at once (`jobs.live.db`).
+  then. Its database reads give their connection back at once (`jobs.live.db`).
+- then waits only for the client to leave, while the hub hands it its frames (`_stream`,
+  `EventWriter`): no task, generator or future of its own waits for them.
 
 The high-water mark also counts what a burst has alive besides its streams, so finished
 requests are freed at once rather than by the cyclic collector, the streams' contexts share
@@ -37,8 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import IO, Any, cast
 
 from asgiref.sync import sync_to_async
@@ -54,7 +56,8 @@ from django.http.response import HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse, set_script_prefix
 
 from . import urls as live_urls
-from .views import EventStreamResponse
+from .hub import Client, get_hub
+from .views import EventStreamResponse, first_frames
 
 
 class ASGIHandler(DjangoASGIHandler):
@@ -84,21 +87,21 @@ class ASGIHandler(DjangoASGIHandler):
         elif scope["type"] == "http" and scope["path"] in self.stream_paths:
             async with self.stream_setups:
                 # Not kept in a variable: the finished task would keep its context alive.
-                events = await asyncio.create_task(
+                streaming = await asyncio.create_task(
                     self._answer(scope, receive, send), context=self.stream_context.copy()
                 )
-            if events is not None:
-                await _stream(events, receive, send)
+            if streaming:
+                await _stream(receive, send)
         else:
             await super().__call__(scope, receive, send)
 
-    async def _answer(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+    async def _answer(self, scope: dict[str, Any], receive: Any, send: Any) -> bool:
         """Django's `handle` up to the response: a whole answer is sent as Django would; for
-        a stream only the headers, and its events generator is returned."""
+        a stream only the headers (and True is returned: the events are to follow)."""
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
-            return None
+            return False
         set_script_prefix(get_script_prefix(scope))
         await signals.request_started.asend(sender=self.__class__, scope=scope)
         request, refused = self.create_request(scope, body_file)
@@ -108,9 +111,8 @@ class ASGIHandler(DjangoASGIHandler):
             if request is None
             else await self.run_get_response(request)
         )
-        events = None
-        if isinstance(response, EventStreamResponse):
-            events = response.events
+        streaming = isinstance(response, EventStreamResponse)
+        if streaming:
             await send(
                 {
                     "type": "http.response.start",
@@ -138,7 +140,7 @@ class ASGIHandler(DjangoASGIHandler):
             # this task ends, rather than when the cyclic collector next gets to it, by
             # which time a burst of streams has had hundreds of finished requests alive.
             request.__dict__.clear()
-        return events
+        return streaming
 
     async def handle_in_thread(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
@@ -193,30 +195,121 @@ class ASGIHandler(DjangoASGIHandler):
         return read()
 
 
-async def _stream(events: AsyncGenerator[bytes, None], receive: Any, send: Any) -> None:
-    """Send the events until they end or the client goes away (any message it sends now is
-    `http.disconnect`: the request body was read)."""
-    task = asyncio.current_task()
+async def _stream(receive: Any, send: Any) -> None:
+    """Send the events until the client goes away or is dropped.
 
-    def stop(_: object) -> None:
-        if task is not None:
-            task.cancel()
-
-    disconnect = asyncio.ensure_future(receive())
-    disconnect.add_done_callback(stop)
+    The stream's task sends the first frames, then only waits for `receive`: the request body
+    was read, so its next message is `http.disconnect` (the client is gone, or the response
+    has ended). The hub hands each frame to the stream's `EventWriter` as it queues it, so
+    an open stream has no task of its own besides its request's, and no coroutine or future
+    waiting for frames."""
+    stream = asyncio.current_task()
+    hub = get_hub()
+    writer = EventWriter(send, stream)
+    client = hub.join(writer.deliver)
     try:
-        async for chunk in events:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            # Not kept while waiting for the next: the first is this stream's own counters.
-            del chunk
-        await send({"type": "http.response.body"})
+        await send(
+            {"type": "http.response.body", "body": await first_frames(hub), "more_body": True}
+        )
+        writer.start(client)
+        await receive()
     except asyncio.CancelledError:
-        if task is None or not disconnect.done():
+        # A failed send cancels the wait for the client (`EventWriter.fail`).
+        if stream is None or writer.error is None:
             raise
-        task.uncancel()
+        stream.uncancel()
+        if not isinstance(writer.error, OSError):
+            raise writer.error from None
     except OSError:
         pass  # a server that reports the lost client on send rather than on receive
     finally:
-        disconnect.remove_done_callback(stop)
-        disconnect.cancel()
-        await events.aclose()
+        writer.ended = True
+        hub.leave(client)
+
+
+class EventWriter:
+    """Sends one stream's frames from the hub's `deliver` call, as they are queued.
+
+    An ASGI server's `send` writes to the connection at once unless the client has stopped
+    reading, so each send runs in the caller (`run_now`); one that must wait for the client
+    gets a task, and the frames queued meanwhile go out together once it is done (the hub
+    drops a client that falls too far behind, as it did when the stream's task sent them).
+    """
+
+    __slots__ = ("ended", "error", "send", "sending", "started", "stream")
+
+    def __init__(self, send: Any, stream: asyncio.Task[Any] | None) -> None:
+        self.send = send
+        self.stream = stream
+        self.started = False  # set once the first frames are out
+        self.ended = False  # set with the last chunk, or when the stream stops
+        self.sending: asyncio.Task[None] | None = None
+        self.error: BaseException | None = None
+
+    def start(self, client: Client) -> None:
+        self.started = True
+        self.deliver(client)
+
+    def deliver(self, client: Client) -> None:
+        while self.started and not self.ended and self.sending is None:
+            if not client.frames and not client.closed:
+                return
+            # A closed client's last frames end the response.
+            self.ended = client.closed
+            message = {
+                "type": "http.response.body",
+                "body": client.take(),
+                "more_body": not self.ended,
+            }
+            try:
+                self.sending = run_now(self.send(message))
+            except Exception as exc:  # reported by the stream's task
+                self.fail(exc)
+                return
+            if self.sending is not None:
+                self.sending.add_done_callback(partial(self._sent, client))
+
+    def _sent(self, client: Client, sending: asyncio.Task[None]) -> None:
+        self.sending = None
+        if not sending.cancelled() and (error := sending.exception()) is not None:
+            self.fail(error)
+        else:
+            self.deliver(client)
+
+    def fail(self, error: BaseException) -> None:
+        self.ended = True
+        if self.error is None and self.stream is not None:
+            self.error = error
+            self.stream.cancel()
+
+
+def run_now(coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
+    """Runs `coroutine` in the caller until it returns (None) or must wait for something;
+    then a task runs the rest (returned). A task created for every send would cost one per
+    stream per frame, for sends that almost never wait."""
+    try:
+        awaited = coroutine.send(None)
+    except StopIteration:
+        return None
+    return asyncio.ensure_future(_resume(coroutine, awaited))
+
+
+async def _resume(coroutine: Coroutine[Any, Any, None], awaited: Any) -> None:
+    """What a task does for a coroutine that `run_now` started: waits for what it awaits,
+    then resumes it with the outcome (a result, an error, or this task's cancellation)."""
+    while True:
+        try:
+            if awaited is None:  # a bare `yield`, as asyncio.sleep(0) does
+                await asyncio.sleep(0)
+            else:
+                # A future yielded as to a task, which clears the mark before waiting for it.
+                awaited._asyncio_future_blocking = False
+                await awaited
+        except BaseException as exc:  # handed to the coroutine
+            step = partial(coroutine.throw, exc)
+        else:
+            step = partial(coroutine.send, None)
+        try:
+            awaited = step()
+        except StopIteration:
+            return

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -47,39 +48,29 @@ def frame(event_type: str, data: Any) -> bytes:
 
 
 class Client:
-    """One connected stream: the frames not yet sent, and the waiting stream's wake-up.
+    """One connected stream: the frames not yet sent, and who sends them.
 
     An open stream costs what it holds, and a burst of them leaves the process's memory at its
     high-water mark (freed Python objects are reused, not returned): a list of pending frames
-    and a future only while the stream waits, rather than an `asyncio.Queue` (four deques),
-    and no timer of its own (the hub's keep-alive beat wakes it).
+    rather than an `asyncio.Queue` (four deques), no timer of its own (the hub's keep-alive
+    beat reaches it), and nothing waiting for frames: the hub calls `deliver` each time it
+    queues some or closes the client, and the stream sends them from that call
+    (`jobs.live.handler.EventWriter`).
     """
 
-    __slots__ = ("_waiter", "closed", "dropped", "frames")
+    __slots__ = ("closed", "deliver", "dropped", "frames")
 
-    def __init__(self) -> None:
+    def __init__(self, deliver: Callable[[Client], None]) -> None:
         self.frames: list[bytes] = []
         # Set with the farewell frame of a dropped client: the stream ends after sending it.
         self.closed = False
         self.dropped = False
-        self._waiter: asyncio.Future[None] | None = None
-
-    def waiter(self) -> asyncio.Future[None]:
-        """What a stream with no frames awaits: done when some are queued or the client is
-        closed. A future rather than a coroutine, so the waiting stream holds no frame of
-        this method."""
-        self._waiter = asyncio.get_running_loop().create_future()
-        return self._waiter
+        self.deliver = deliver
 
     def take(self) -> bytes:
         """The frames queued so far, in one chunk (empty for a closed client with none)."""
         frames, self.frames = self.frames, []
         return b"".join(frames)
-
-    def wake(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
 
 
 class EventHub:
@@ -106,8 +97,10 @@ class EventHub:
 
     # --- clients --------------------------------------------------------------------------
 
-    def join(self) -> Client:
-        client = Client()
+    def join(self, deliver: Callable[[Client], None]) -> Client:
+        """A new client; `deliver` is called with it whenever frames are queued for it or it
+        is closed, and must not raise."""
+        client = Client(deliver)
         self._clients.add(client)
         if self._beat is None:
             self._beat = self.loop.call_later(self.keepalive_seconds, self._keepalive)
@@ -158,7 +151,7 @@ class EventHub:
                 self._drop(client)
             else:
                 client.frames.append(data)
-                client.wake()
+                client.deliver(client)
 
     def _keepalive(self) -> None:
         # One beat for every client, which traffic does not postpone: each stream gets a
@@ -170,7 +163,7 @@ class EventHub:
         logger.warning("SSE client dropped: %d frames behind", len(client.frames))
         client.dropped = client.closed = True
         client.frames = [frame(STREAM_DROPPED, {"reason": "client_too_slow"})]
-        client.wake()
+        client.deliver(client)
         self.leave(client)
 
     # --- the reader -----------------------------------------------------------------------

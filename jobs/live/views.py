@@ -21,8 +21,6 @@ Wire format (UTF-8, `text/event-stream`):
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
@@ -41,12 +39,12 @@ SUBSCRIBE_WAIT_SECONDS = 2.0
 
 
 class EventStreamResponse(StreamingHttpResponse):
-    """The stream's answer. Under the project's handler (`jobs.live.handler`) only its
-    headers go through Django's response path; the handler then sends `events` itself."""
+    """The stream's answer, as far as Django sees it: its headers. The project's handler
+    (`jobs.live.handler`) sends them, then the events itself: `first_frames`, then what the
+    hub queues for the stream's client."""
 
-    def __init__(self, events: AsyncGenerator[bytes, None]) -> None:
-        super().__init__(events, content_type="text/event-stream")
-        self.events = events
+    def __init__(self) -> None:
+        super().__init__(content_type="text/event-stream")
 
 
 def _refusal(request: HttpRequest) -> JsonResponse | None:
@@ -85,35 +83,16 @@ async def job_stream(request: HttpRequest) -> HttpResponseBase:
         return response
     if refusal := await read_and_release(_refusal, request):
         return refusal
-    response = EventStreamResponse(_events())
+    response = EventStreamResponse()
     response["Cache-Control"] = "no-cache"
     # Tell nginx-style proxies not to buffer the stream.
     response["X-Accel-Buffering"] = "no"
     return response
 
 
-async def _events() -> AsyncGenerator[bytes, None]:
-    hub = get_hub()
-    # Joining inside the generator ties the subscription to the body actually being sent:
-    # the handler closes (or cancels) this generator when the client goes away.
-    client = hub.join()
-    try:
-        yield await _first_frames(hub)
-        while not client.closed:
-            # Awaited here rather than in a method of the client: a waiting stream holds one
-            # frame fewer. A backlog (keep-alives from the hub's beat included) goes out in
-            # one write.
-            if not client.frames:
-                await client.waiter()
-            if client.frames:
-                yield client.take()
-    finally:
-        hub.leave(client)
-
-
-async def _first_frames(hub: EventHub) -> bytes:
-    """`retry`, then the counters (and Redis' state if it is down). A function of its own
-    so that the stream, which lives for hours, does not keep the counters it started with."""
+async def first_frames(hub: EventHub) -> bytes:
+    """`retry`, then the counters (and Redis' state if it is down), once the hub has
+    subscribed: the counters are then no older than the events that follow them."""
     await hub.wait_settled(SUBSCRIBE_WAIT_SECONDS)
     stats = await read_and_release(current_stats)
     first = f"retry: {RETRY_MILLISECONDS}\n\n".encode() + frame(STATS_UPDATED, stats)

@@ -12,6 +12,7 @@ import http.client
 import json
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -392,15 +393,22 @@ def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
     """The hub itself, in this process, on a real Redis channel of its own."""
     channel = f"{settings.SCHEDULER_EVENTS_CHANNEL}:slow:{uuid.uuid4().hex}"
 
-    async def next_chunk(client: Client) -> bytes:
-        """What the stream of `client` would write next (`jobs.live.views._events`)."""
-        if not client.frames and not client.closed:
-            await asyncio.wait_for(client.waiter(), 5)
-        return client.take()
-
     async def scenario() -> tuple[list[bytes], bytes, dict[str, Any]]:
         hub = EventHub(settings.REDIS_URL, channel, queue_size=10, keepalive_seconds=60)
-        slow, fast = hub.join(), hub.join()
+        delivered: dict[Client, asyncio.Event] = {}
+
+        def deliver(client: Client) -> None:
+            delivered[client].set()
+
+        async def next_chunk(client: Client) -> bytes:
+            """What the stream of `client` would send next (`jobs.live.handler.EventWriter`)."""
+            if not client.frames and not client.closed:
+                await asyncio.wait_for(delivered[client].wait(), 5)
+            delivered[client].clear()
+            return client.take()
+
+        slow, fast = hub.join(deliver), hub.join(deliver)
+        delivered.update({slow: asyncio.Event(), fast: asyncio.Event()})
         await hub.wait_settled(5)
         publisher = redis.asyncio.Redis.from_url(settings.REDIS_URL)
         received: list[bytes] = []
@@ -423,6 +431,46 @@ def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
     assert counts["clients"] == 1
     assert counts["after"]["clients"] == 0
     assert not counts["after"]["reader_running"] and not counts["after"]["stopping_reader"]
+
+
+def test_a_client_that_stops_reading_is_dropped_and_its_stream_ended_by_the_production_server(
+    subprocess_env: dict[str, str], token: str, tmp_path: Path
+) -> None:
+    """uvicorn makes a send wait once the client stops reading (daphne buffers whatever is
+    written): the frames queued meanwhile are counted, and past the limit the stream gets
+    its farewell and its end once the client reads again."""
+    env = {**subprocess_env, "SSE_CLIENT_QUEUE_SIZE": "5"}
+    server = OneWorkerProductionServer(env, tmp_path / "production.log")
+    try:
+        with socket.socket() as sock:
+            # A small receive buffer: the server's writes back up after a few events.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(10)
+            sock.connect(("127.0.0.1", server.port))
+            sock.sendall(
+                f"GET /api/jobs/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: Bearer {token}\r\n\r\n".encode()
+            )
+            received = b""
+            while b"event: stats.updated" not in received:
+                received += sock.recv(65536)
+            bus = get_event_bus()
+            for n in range(200):
+                bus.publish("job.created", {"id": f"flood-{n}", "padding": "x" * 16384})
+            deadline = time.monotonic() + 10
+            while server.get_json("/api/jobs/stream/status", token)[1]["clients"]:
+                assert time.monotonic() < deadline, "the client was not dropped"
+                time.sleep(0.1)
+            # Chunked encoding's last chunk: the response has ended.
+            while not received.endswith(b"0\r\n\r\n"):
+                chunk = sock.recv(65536)
+                assert chunk, "the server closed the connection before ending the response"
+                received += chunk
+    finally:
+        server.stop()
+
+    assert b'event: stream.dropped\ndata: {"reason":"client_too_slow"}' in received
+    assert b'"id":"flood-199"' not in received
 
 
 # --- Redis goes away and comes back -------------------------------------------------------------
@@ -559,10 +607,11 @@ class RawStream:
 
 
 # What a first burst of 500 streams may leave in the serving process once they have closed
-# (ARCHITECTURE.md, "Memory of open streams"): measured 7.3-7.6 MB under daphne and 4.9-5.0 MB
-# under uvicorn; 8.6-9.2 and 6.7-7.3 MB when each stream's finished request and cache client
-# waited for the cyclic collector and every stream's Django part could run at once.
-FIRST_BURST_KB = {"daphne": 8_000, "production": 5_400}
+# (ARCHITECTURE.md, "Memory of open streams"): issue #8's 5 MB under the production server,
+# measured 3.66-3.78 MB over 8 runs (4.3-4.4 MB with a task and a generator per waiting
+# stream, 4.9-5.0 MB with uvicorn's deques besides), and under daphne, the development
+# server, measured 6.66-6.88 MB over 25 runs (7.3-7.6 MB before those changes).
+FIRST_BURST_KB = {"daphne": 8_000, "production": 5_000}
 
 
 @pytest.mark.parametrize("served_by", ["daphne", "production"])
