@@ -70,6 +70,10 @@ class JsonReader:
 
 
 class Server(JsonReader, Daphne):
+    # daphne forgets a closed connection (its request, queue and finished application task,
+    # several kB each) only when its application_checker next runs, once a second.
+    seconds_to_forget_closed = 2.0
+
     @property
     def serving_pid(self) -> int:
         return self.process.pid
@@ -77,6 +81,9 @@ class Server(JsonReader, Daphne):
 
 class OneWorkerProductionServer(JsonReader, ProductionServer):
     """`make prod`'s server with a single uvicorn worker, so that every stream is in it."""
+
+    # uvicorn forgets a connection as it closes.
+    seconds_to_forget_closed = 0.0
 
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         super().__init__(env, log_path, workers=1)
@@ -682,6 +689,10 @@ def stream_capacity(
 
         loop.run_until_complete(close())
         wait_until_no_client()
+        # A burst opened while the server still holds the last one's closed connections
+        # would have both in memory: under daphne that raised the level of a random later
+        # burst by 1-2 MB (its allocator "settling"), more often on a loaded machine.
+        time.sleep(server.seconds_to_forget_closed)
 
     def everyone_sees_a_new_job(streams: list[RawStream]) -> None:
         created = state.enqueue("noop", {"to": "all"}, priority=2)
@@ -709,13 +720,12 @@ def stream_capacity(
         finally:
             close_all(streams)
         after = process_status(pid)
-        # Later bursts reuse what the first one freed: nothing accumulates. The allocator may
-        # still settle during the next ones, by one step of up to 2 MB under daphne that came
-        # at the second burst in most runs and as late as the fourth in some (12 bursts
-        # traced 4 times: flat after it, within 0.5 MB), so accumulation is measured over the
-        # two bursts after four: a leak of even 1 kB per stream would add 1 MB there. A
-        # burst may also give back an arena that the next one takes again, so the level
-        # after them is compared with the highest before.
+        # Later bursts reuse what the first one freed: nothing accumulates. Accumulation is
+        # measured over the two bursts after four: a leak of even 1 kB per stream would add
+        # 1 MB there. A burst may also give back an arena that the next one takes again, so
+        # the level after them is compared with the highest before. (The "settling" steps of
+        # 1-2 MB once seen under daphne at a random burst were a burst opened before daphne
+        # had forgotten the last one's connections: `close_all` waits for that.)
         for _ in range(4):
             close_all(open_500())
         settled = process_status(pid)
