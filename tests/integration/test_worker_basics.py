@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from benchmarks.api_load import named, server_connections
 from jobs import state
 from jobs.models import AttemptStatus, Job, JobAttempt, JobLog, Worker, WorkerStatus
 
@@ -136,3 +137,31 @@ def test_running_worker_heartbeats_and_shows_its_current_jobs(start_worker):
     assert list(row.jobs.filter(status="processing").values_list("id", flat=True)) == [
         uuid.UUID(job["id"])
     ]
+
+
+# README, "Database connections": the loop, the claimer, the completer, the pruner, the
+# LISTEN and, for a moment at a time, the stats reader, whatever the worker does (handlers
+# that query add their own; these do not).
+WORKER_CONNECTIONS = 6
+
+
+def test_a_worker_draining_holds_no_more_than_its_documented_connections(
+    start_worker, subprocess_env
+):
+    name = f"worker-connections-{uuid.uuid4().hex[:8]}"
+    # Handlers that take a moment: the loop claims while others run, so ahead, on the claimer.
+    state.enqueue_many(state.JobSpec("sleep", {"seconds": 0.005}) for _ in range(400))
+    start_worker(env={"DATABASE_URL": named(subprocess_env["DATABASE_URL"], name)})
+    held: list[int] = []
+
+    def drained() -> bool:
+        held.append(server_connections(name))
+        return not Job.objects.exclude(status="completed").exists()
+
+    wait_for(drained, timeout=60, what="the 400 jobs to complete")
+    time.sleep(1.0)  # past the next maintenance turns (heartbeat, fold, prune)
+    held.append(server_connections(name))
+    # The LISTEN connection names itself (`scheduler-worker-listen`), so it is not counted
+    # under the worker's name: the others, claims ahead and completions included, are.
+    assert max(held) <= WORKER_CONNECTIONS - 1, held
+    assert held[-1] <= WORKER_CONNECTIONS - 1
