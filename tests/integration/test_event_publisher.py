@@ -14,6 +14,7 @@ from django.conf import settings
 
 from jobs import state
 from jobs.events import BackgroundPublisher, RedisEventBus, background_publisher
+from jobs.stats import stats_publisher
 from scheduler_project.devservices.redis_server import EmbeddedRedis
 from tests.conftest import EventListener
 
@@ -23,6 +24,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def private_redis(tmp_path: Path, settings: pytest.FixtureRequest) -> Iterator[redis.Redis]:
     """A Redis of this test's own, so that its command counts are this test's only."""
+    # The coalesced stats.updated of an earlier test's enqueues goes out now, to the shared
+    # Redis, rather than a second later into this test's commands.
+    stats_publisher.flush()
+    background_publisher.flush()
     server = EmbeddedRedis(tmp_path / "redis")
     server.start()
     settings.REDIS_URL = server.url  # type: ignore[attr-defined]
@@ -30,6 +35,7 @@ def private_redis(tmp_path: Path, settings: pytest.FixtureRequest) -> Iterator[r
     try:
         yield client
     finally:
+        stats_publisher.flush()
         background_publisher.flush()
         client.close()
         server.stop()
