@@ -1,10 +1,13 @@
 """The bare-SQL floor: what PostgreSQL itself costs for the same workload, with bare psycopg.
 
 Its own table (`bench_floor_jobs`, a primary key and one partial index) in the benchmark's
-database. Enqueue is one `INSERT ... RETURNING` + `pg_notify` statement and a COMMIT per
-job; the batch is one COPY and one NOTIFY; the worker claims 100 rows per statement
-(`FOR UPDATE SKIP LOCKED`), runs them, and completes them with one statement, and when
-there is nothing to claim it waits on LISTEN. No retries, no attempts, no events: a floor.
+database. Enqueue is one `INSERT ... RETURNING` + `pg_notify` statement per job in
+autocommit, its own transaction in one round trip, as the project's `enqueue()` outside a
+caller's transaction (a BEGIN and a COMMIT of its own were two more round trips: a floor
+above the cheapest bare loop). The batch is one COPY and one NOTIFY; the worker claims 100
+rows per statement (`FOR UPDATE SKIP LOCKED`), runs them, and completes them with one
+statement, and when there is nothing to claim it waits on LISTEN. No retries, no attempts,
+no events: a floor.
 
     python -m benchmarks.floor worker DATABASE_URL REDIS_URL
 """
@@ -53,7 +56,7 @@ class Floor:
     def __init__(self, database_url: str, redis_url: str) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
-        self.connection = psycopg.connect(database_url)
+        self.connection = psycopg.connect(database_url, autocommit=True)
         with self.connection.transaction():
             self.connection.execute(SCHEMA)
 
@@ -62,8 +65,7 @@ class Floor:
             self.connection.execute("TRUNCATE bench_floor_jobs")
 
     def _enqueue(self, type: str, payload: dict[str, Any]) -> None:
-        with self.connection.transaction():
-            self.connection.execute(ENQUEUE, [type, Jsonb(payload)])
+        self.connection.execute(ENQUEUE, [type, Jsonb(payload)])
 
     def enqueue_one(self) -> None:
         self._enqueue("noop", {})
@@ -85,10 +87,9 @@ class Floor:
         )
 
     def finished(self) -> int:
-        with self.connection.transaction():
-            row = self.connection.execute(
-                "SELECT count(*) FROM bench_floor_jobs WHERE status = 'done'"
-            ).fetchone()
+        row = self.connection.execute(
+            "SELECT count(*) FROM bench_floor_jobs WHERE status = 'done'"
+        ).fetchone()
         return int(row[0]) if row else 0
 
 
