@@ -307,7 +307,9 @@ def main(argv: list[str]) -> int:
 
     systems: dict[str, dict[str, Any]] = {}
     say("bare SQL floor ...")
-    systems.update(measure(Floor(bench_url, redis_url), sizes, {table.FLOOR: "defaults"}))
+    systems.update(
+        measure(Floor(bench_url, redis_url), sizes, {table.FLOOR: "defaults"}, single=False)
+    )
     project = run_json(
         [sys.executable, "-m", "benchmarks.project", sizes_json, "--measure", "--http", "--tuned"]
         + (["--pages"] if args.rows else []),
@@ -315,6 +317,7 @@ def main(argv: list[str]) -> int:
         "the project",
     )
     systems.update(project["rows"])
+    systems[table.FLOOR]["single_enqueue"] = project["floor_single_enqueue"]
     for peer in args.peers:
         systems.update(
             run_json([str(PEERS_PYTHON), "-m", "benchmarks.peers", peer, sizes_json], env, peer)[

@@ -4,9 +4,10 @@
                                             [--pages] [--prune]
 
 `--measure`: the side-by-side figures (with `--tuned` the tuned worker too, with `--http`
-HTTP enqueue); `--hot`: only the hot path the volume table compares (single enqueue, drain,
-latency at the defaults); `--pages`: the pages' server time; `--prune`: the drain while
-pruning.
+HTTP enqueue), the single enqueue taken in turns with the bare-SQL floor's (its rate under
+"floor_single_enqueue"); `--hot`: only the hot path the volume table compares (single
+enqueue, drain, latency at the defaults); `--pages`: the pages' server time; `--prune`: the
+drain while pruning.
 
 The jobs are the benchmark app's `bench_noop` / `bench_probe`, registered like a user's
 (SCHEDULER_EXTRA_APPS=benchmarks); enqueue is `jobs.state.enqueue()` / `enqueue_many()`;
@@ -43,6 +44,8 @@ from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from benchmarks.api_load import ProductionServer, post_jobs  # noqa: E402
+from benchmarks.floor import Floor  # noqa: E402
+from benchmarks.table import DEFAULTS, FLOOR  # noqa: E402
 from benchmarks.workload import (  # noqa: E402
     POLL_SECONDS,
     Sizes,
@@ -51,6 +54,7 @@ from benchmarks.workload import (  # noqa: E402
     measure,
     percentile,
     single_enqueue,
+    single_enqueue_in_turns,
     stop_worker,
 )
 from jobs import state, stats  # noqa: E402
@@ -332,19 +336,23 @@ def main(argv: list[str]) -> dict[str, Any]:
     if "--hot" in argv:
         # What the volume issue compares over history, in bounded time.
         result["rows"] = {
-            "project, defaults": {
+            DEFAULTS: {
                 "single_enqueue": single_enqueue(project, sizes),
                 "drain": drain(project, sizes, "defaults"),
                 "latency": latency(project, sizes, "defaults"),
             }
         }
     elif "--measure" in argv:
-        variants = {"project, defaults": "defaults"}
+        variants = {DEFAULTS: "defaults"}
         if "--tuned" in argv:
             variants[f"project, tuned ({' '.join(TUNED_FLAGS)})"] = "tuned"
-        result["rows"] = measure(project, sizes, variants)
+        result["rows"] = measure(project, sizes, variants, single=False)
+        floor = Floor(os.environ["DATABASE_URL"], project.redis_url)
+        single = single_enqueue_in_turns({FLOOR: floor, DEFAULTS: project}, sizes)
+        result["rows"][DEFAULTS]["single_enqueue"] = single[DEFAULTS]
+        result["floor_single_enqueue"] = single[FLOOR]
         if "--http" in argv:
-            result["rows"]["project, defaults"]["http"] = http_enqueue(sizes)
+            result["rows"][DEFAULTS]["http"] = http_enqueue(sizes)
     if "--pages" in argv:
         project.prepare()
         result["pages"] = page_times()

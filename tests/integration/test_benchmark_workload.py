@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 
 from benchmarks.floor import Floor
-from benchmarks.workload import Sizes, measure
+from benchmarks.workload import SINGLE_ENQUEUE_ROUNDS, Sizes, measure, single_enqueue_in_turns
 
 pytestmark = [pytest.mark.slow]
 
@@ -33,3 +33,36 @@ def test_the_workload_measures_the_floor_through_its_worker(subprocess_env: dict
         latency = row["latency"]
         assert latency["probes"] == SIZES.probes
         assert 0 < latency["p50_ms"] <= latency["p99_ms"] <= latency["max_ms"]
+
+
+class LoggedFloor(Floor):
+    """The floor, noting each enqueue under its label in a shared log."""
+
+    def __init__(self, label: str, log: list[str], database_url: str) -> None:
+        super().__init__(database_url, settings.REDIS_URL)
+        self.label, self.log = label, log
+
+    def enqueue_one(self) -> None:
+        super().enqueue_one()
+        self.log.append(self.label)
+
+
+def test_single_enqueues_take_turns_in_rounds_and_each_gets_its_median_rate(
+    subprocess_env: dict[str, str],
+) -> None:
+    log: list[str] = []
+    first = LoggedFloor("first", log, subprocess_env["DATABASE_URL"])
+    second = LoggedFloor("second", log, subprocess_env["DATABASE_URL"])
+    try:
+        rates = single_enqueue_in_turns({"first": first, "second": second}, SIZES)
+        enqueued = first.connection.execute("SELECT count(*) FROM bench_floor_jobs").fetchone()
+    finally:
+        with first.connection.transaction():
+            first.connection.execute("DROP TABLE bench_floor_jobs")
+        first.connection.close()
+        second.connection.close()
+
+    per_round = SIZES.enqueue // SINGLE_ENQUEUE_ROUNDS
+    assert log == (["first"] * per_round + ["second"] * per_round) * SINGLE_ENQUEUE_ROUNDS
+    assert enqueued == (len(log),)
+    assert set(rates) == {"first", "second"} and all(rate > 0 for rate in rates.values())
