@@ -83,10 +83,15 @@ def stop_worker(process: subprocess.Popen[bytes], timeout: float = 60.0) -> None
 
 def single_enqueue(system: System, sizes: Sizes) -> float:
     system.prepare()
-    deadline = time.perf_counter() + sizes.seconds
+    return _enqueue_one_by_one(system, sizes.enqueue, sizes.seconds)
+
+
+def _enqueue_one_by_one(system: System, count: int, seconds: float) -> float:
+    """Jobs/s of `count` single enqueues, or of as many as `seconds` allow."""
     started = time.perf_counter()
+    deadline = started + seconds
     done = 0
-    while done < sizes.enqueue and time.perf_counter() < deadline:
+    while done < count and time.perf_counter() < deadline:
         system.enqueue_one()
         done += 1
     return done / (time.perf_counter() - started)
@@ -109,13 +114,7 @@ def single_enqueue_in_turns(systems: dict[str, System], sizes: Sizes) -> dict[st
         system.prepare()
     for _ in range(SINGLE_ENQUEUE_ROUNDS):
         for label, system in systems.items():
-            started = time.perf_counter()
-            deadline = started + round_seconds
-            done = 0
-            while done < per_round and time.perf_counter() < deadline:
-                system.enqueue_one()
-                done += 1
-            rates[label].append(done / (time.perf_counter() - started))
+            rates[label].append(_enqueue_one_by_one(system, per_round, round_seconds))
     return {label: statistics.median(rounds) for label, rounds in rates.items()}
 
 
