@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 
@@ -23,8 +24,43 @@ class EncodedJob(dict[str, Any]):
     __slots__ = ("text",)
 
     def __init__(self, text: str) -> None:
-        super().__init__(json.loads(text))
+        super().__init__(decode_job_object(text))
         self.text = text
+
+
+# The largest magnitude orjson keeps as an integer: past it, it returns a float.
+_BEYOND_64_BITS = 2**63
+
+
+def decode_job_object(text: str) -> dict[str, Any]:
+    """The job object of `text`, as `json.loads` would return it, in about half its time.
+
+    orjson decodes every transition's job objects (the worker decodes two per job), but it
+    turns an integer beyond 64 bits into a float, where `json.loads` keeps it exact: a
+    payload or result holding such a float-looking value is decoded again by `json.loads`,
+    as is a text orjson refuses (a number beyond a double's range, which `json.loads` reads
+    as infinity). The other fields are the shape's own: ids, times, small integers."""
+    try:
+        job: dict[str, Any] = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return dict(json.loads(text))
+    if _may_be_a_long_integer(job.get("payload")) or _may_be_a_long_integer(job.get("result")):
+        return dict(json.loads(text))
+    return job
+
+
+def _may_be_a_long_integer(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and abs(item) >= _BEYOND_64_BITS and item.is_integer():
+            return True
+    return False
 
 
 def format_time(value: datetime | None) -> str | None:

@@ -42,6 +42,22 @@ def test_create_returns_201_the_job_and_its_location(operator_client):
     assert Job.objects.filter(id=body["id"]).exists()
 
 
+def test_numbers_in_the_payload_come_back_exactly(operator_client):
+    # Integers past 64 bits are where JSON decoders differ: some return a float.
+    payload = {
+        "past_64_bits": 123456789012345678901234567890,
+        "below_minus_2_63": -(2**63) - 1,
+        "largest_unsigned_64": 2**64 - 1,
+        "float_of_an_integer": 1e20,
+        "fraction": 0.1,
+        "nested": [{"n": 2**70}],
+    }
+    response = post(operator_client, {"type": "noop", "payload": payload, "priority": 2})
+    assert response.status_code == 201
+    assert response.json()["payload"] == payload
+    assert operator_client.get(response["Location"]).json()["payload"] == payload
+
+
 def test_create_takes_every_optional_field(operator_client):
     upstream = post(operator_client, {"type": "noop", "payload": {}, "priority": 2}).json()
     when = (timezone.now() + timedelta(hours=1)).replace(microsecond=123000)
