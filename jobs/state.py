@@ -911,6 +911,7 @@ def runnable_jobs(
             "limit": limit,
             **queues.params(),
         },
+        prepared=True,
     )
 
 

@@ -35,7 +35,9 @@ def fetch(name: str, params: Mapping[str, Any], *, prepared: bool = False) -> li
     whole text on every call (for `create_job`, as long as executing it; for a claim of one
     job, longer); psycopg's own cursor binds them on the server and prepares a statement
     once it ran `prepare_threshold` times (5) on a connection: later calls skip the parse,
-    and the plan too once PostgreSQL settles on a generic one."""
+    and the plan too once PostgreSQL settles on a generic one. Their results come in binary,
+    read by psycopg's C loaders: Django's loader of `timestamptz` text is Python (4.4 against
+    0.6 us a time, the same aware UTC datetime)."""
     if prepared:
         return _fetch_prepared(query(name), params)
     with connection.cursor() as cursor:
@@ -53,7 +55,7 @@ def _fetch_prepared(sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]
     db.close_if_health_check_failed()
     db.ensure_connection()
     with db.wrap_database_errors, psycopg.Cursor(db.connection, row_factory=dict_row) as bound:
-        bound.execute(sql, params)
+        bound.execute(sql, params, binary=True)
         return bound.fetchall() if bound.pgresult and bound.pgresult.nfields else []
 
 
