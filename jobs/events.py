@@ -61,11 +61,6 @@ class Event(dict[str, Any]):
         return dict(self["data"])
 
 
-# One command for a whole batch: a pipeline of PUBLISH costs a command and a reply per event,
-# which was about twice the time of this script for the worker's batches of 100.
-_PUBLISH_ALL = "for i = 1, #ARGV do redis.call('PUBLISH', KEYS[1], ARGV[i]) end return #ARGV"
-
-
 class RedisEventBus:
     RETRY_AFTER_SECONDS = 2.0
 
@@ -75,7 +70,6 @@ class RedisEventBus:
         self._client = redis.Redis.from_url(
             url, socket_connect_timeout=0.5, socket_timeout=1.0, health_check_interval=30
         )
-        self._publish_all = self._client.register_script(_PUBLISH_ALL)
         self._quiet_until = 0.0
         # A fixed quiet period: events resume within it once Redis is back.
         self._backoff = Backoff(self.RETRY_AFTER_SECONDS, self.RETRY_AFTER_SECONDS)
@@ -90,7 +84,7 @@ class RedisEventBus:
             return
         try:
             with self._lock:
-                self._publish_all(keys=[self.channel], args=messages)
+                self._client.publish(self.channel, encode_batch(messages))
             self._backoff.succeeded()
         except redis.RedisError as exc:
             self._quiet_until = time.monotonic() + self._backoff.failed()
@@ -103,8 +97,27 @@ def encode_event(event_type: str, data: dict[str, Any]) -> str:
     return json.dumps({"type": event_type, "data": data}, separators=(",", ":"), default=str)
 
 
-def decode_event(raw: bytes | str) -> Event:
-    return Event(json.loads(raw))
+# The channel carries one message per batch, a JSON array of its events in order: one
+# PUBLISH, and one message for each subscriber to read. A Lua loop over PUBLISH sent one
+# message per event, and redis-py packed each as an argument of the command in Python: of
+# 3.5-4.0 us of the publisher's CPU per event, 1.6-1.8 went (1,000 events a command).
+def encode_batch(messages: Sequence[str]) -> str:
+    """One channel message of events each encoded by `encode_event`, in order."""
+    return "[" + ",".join(messages) + "]"
+
+
+def decode_events(raw: bytes | str) -> list[Event]:
+    """The events of one channel message: a batch (an array), or one event (an object).
+    Raises ValueError when it is not JSON, TypeError when it is no event or list of them."""
+    decoded = json.loads(raw)
+    if not isinstance(decoded, list):
+        decoded = [decoded]
+    events = []
+    for event in decoded:
+        if not isinstance(event, dict):
+            raise TypeError(f"not an event: {event!r:.200}")
+        events.append(Event(event))
+    return events
 
 
 _bus: RedisEventBus | None = None

@@ -21,7 +21,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from jobs.api.auth import issue_token
-from jobs.events import background_publisher, decode_event
+from jobs.events import background_publisher, decode_events
 from jobs.roles import Role, assign_role
 from jobs.stats import stats_publisher
 
@@ -122,7 +122,8 @@ class EventListener:
         while not self._stop.is_set():
             message = self._pubsub.get_message(timeout=0.1)
             if message is not None and message["type"] == "message":
-                self._queue.put(dict(decode_event(message["data"])))
+                for event in decode_events(message["data"]):
+                    self._queue.put(dict(event))
 
     def wait_for(
         self,

@@ -28,7 +28,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from jobs.events import STATS_UPDATED
+from jobs.events import STATS_UPDATED, decode_events
 from jobs.reconnect import Backoff
 from jobs.stats import current_stats
 
@@ -226,15 +226,20 @@ class EventHub:
 
     def _on_message(self, raw: bytes) -> None:
         try:
-            event = json.loads(raw)
-            event_type, data = event["type"], event["data"]
-        except (ValueError, KeyError, TypeError):
-            logger.warning("SSE hub ignored a malformed event: %.200r", raw)
+            events = decode_events(raw)
+        except (ValueError, TypeError):
+            logger.warning("SSE hub ignored a malformed message: %.200r", raw)
             return
-        if not isinstance(event_type, str) or "\n" in event_type or "\r" in event_type:
-            logger.warning("SSE hub ignored an event with a bad type: %.200r", raw)
-            return
-        self.broadcast(frame(event_type, data))
+        for event in events:
+            try:
+                event_type, data = event["type"], event["data"]
+            except KeyError:
+                logger.warning("SSE hub ignored a malformed event: %.200r", event)
+                continue
+            if not isinstance(event_type, str) or "\n" in event_type or "\r" in event_type:
+                logger.warning("SSE hub ignored an event with a bad type: %.200r", event)
+                continue
+            self.broadcast(frame(event_type, data))
 
     async def _broadcast_stats(self) -> None:
         try:
