@@ -18,6 +18,7 @@ block the caller), and it is flushed at process exit (`flush()`, also for tests)
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -93,8 +94,14 @@ class RedisEventBus:
 
 def encode_event(event_type: str, data: dict[str, Any]) -> str:
     if isinstance(data, EncodedJob):
-        return f'{{"type":{json.dumps(event_type)},"data":{data.text}}}'
+        return f"{_event_head(event_type)}{data.text}}}"
     return json.dumps({"type": event_type, "data": data}, separators=(",", ":"), default=str)
+
+
+@functools.cache
+def _event_head(event_type: str) -> str:
+    # Encoded once per type: a job object's event is otherwise only a concatenation.
+    return f'{{"type":{json.dumps(event_type)},"data":'
 
 
 # The channel carries one message per batch, a JSON array of its events in order: one

@@ -50,6 +50,8 @@ def decode_job_object(text: str) -> dict[str, Any]:
 
 
 def _may_be_a_long_integer(value: Any) -> bool:
+    if not value:
+        return False  # most payloads are {} and most results None: no walk
     stack = [value]
     while stack:
         item = stack.pop()
