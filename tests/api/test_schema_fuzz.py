@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, settings
 
 from jobs import limits, state
 from jobs.api.auth import issue_token
+from jobs.registry import registry
 
 pytestmark = pytest.mark.django_db
 
@@ -39,6 +40,11 @@ FUTURE_YEAR = 2096
 # The document is served without credentials or the database.
 schema = schemathesis.openapi.from_wsgi("/api-docs.json", get_wsgi_application())
 schema.config.generation.update(allow_x00=False)
+# The job types the schema was read with. A test module collected before this one may have
+# registered more (importing a module of Django tasks declares them) and its tests may
+# unregister them later in this process: each request must still find every type the
+# schema names.
+TYPES_OF_THE_SCHEMA = {name: registry.get(name) for name in registry.names()}
 
 
 @pytest.fixture(autouse=True)
@@ -50,6 +56,11 @@ def _connection_kept_across_requests() -> Iterator[None]:
     yield
     request_started.connect(close_old_connections)
     request_finished.connect(close_old_connections)
+
+
+@pytest.fixture(autouse=True)
+def _types_of_the_schema_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "_handlers", {**TYPES_OF_THE_SCHEMA, **registry._handlers})
 
 
 @pytest.fixture
