@@ -458,16 +458,19 @@ def claim(
     """Claim up to `limit` runnable jobs (among `job_ids` when given) of `queues` that are
     not paused, most urgent first.
 
-    One statement, atomic on its own: outside a transaction it commits at once, in one
-    round trip (the worker's start latency), and its events follow."""
+    Among `job_ids`: one statement, atomic on its own: outside a transaction it commits at
+    once, in one round trip (the worker's start latency), and its events follow. Without
+    them, the most urgent runnable jobs are read first, as the worker's feeder reads them,
+    then claimed among those: a job another claim holds meanwhile is skipped, not replaced.
+    """
+    if not job_ids:
+        due = runnable_jobs(horizon=timezone.now(), limit=limit, queues=queues)
+        if not due:
+            return []
+        job_ids = [row["id"] for row in due]
     rows = fetch(
         "claim_jobs",
-        {
-            "worker_id": worker_id,
-            "limit": limit,
-            "job_ids": _array(job_ids) if job_ids else None,
-            **queues.params(),
-        },
+        {"worker_id": worker_id, "limit": limit, "job_ids": _array(job_ids), **queues.params()},
         prepared=True,
     )
     claimed = [

@@ -5,11 +5,14 @@
 -- attempt. Only the core's modules run them (`jobs.state`, `jobs.stats`).
 
 -- name: claim_jobs
--- Claim up to `limit` runnable jobs, optionally only among `job_ids` (the worker's heap
--- order). Each claim opens an attempt whose id is the fencing token of the claim. Returns
+-- Claim up to `limit` runnable jobs among `job_ids` (the worker's heap order), most urgent
+-- first. Each claim opens an attempt whose id is the fencing token of the claim. Returns
 -- the token and the API job object as text, which its `job.started` event reuses.
--- The WHERE clause is the claimable index's predicate and the ORDER BY its key, so the
--- planner reads that index's first entries and stops, whatever its statistics say.
+-- The ids are always given (`jobs.state.claim` reads them first when its caller has none),
+-- so one plan fits every call, a look-up of each id in the primary key, and PostgreSQL
+-- keeps it after five calls: with `job_ids` optional (`IS NULL OR id = ANY`) it planned
+-- every call anew, 0.6-1.2 ms, longer than the claim itself (pg_prepared_statements: 0
+-- generic plans in 25 calls; `EXPLAIN` of a claim of one job: planning 1.2-1.8 ms).
 -- Only jobs of the worker's queues (`queues`, NULL: all; never `other_queues`) and of no
 -- paused queue: a pause is exact from its commit on, whatever a worker holds in memory.
 -- Jobs under a limit (`job_limits`) are claimed only up to the room each limit has left
@@ -22,7 +25,7 @@ WITH due AS (
       AND NOT in_dlq
       AND pending_dependencies = 0
       AND run_at <= now()
-      AND (%(job_ids)s::uuid[] IS NULL OR id = ANY(%(job_ids)s::uuid[]))
+      AND id = ANY(%(job_ids)s::uuid[])
       AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
       AND queue <> ALL (%(other_queues)s::text[])
       AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = jobs.queue AND q.paused)
