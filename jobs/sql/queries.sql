@@ -10,14 +10,16 @@
 -- the token and the API job object as text, which its `job.started` event reuses.
 -- The ids are always given (`jobs.state.claim` reads them first when its caller has none),
 -- so one plan fits every call, a look-up of each id in the primary key, and PostgreSQL
--- keeps it after five calls: with `job_ids` optional (`IS NULL OR id = ANY`) it planned
--- every call anew, 0.6-1.2 ms, longer than the claim itself (pg_prepared_statements: 0
--- generic plans in 25 calls; `EXPLAIN` of a claim of one job: planning 1.2-1.8 ms).
+-- keeps it after five calls (`scheduler_claim_ids` says why it is given them through a
+-- function): with `job_ids` optional (`IS NULL OR id = ANY`) it planned every call anew,
+-- 0.6-1.2 ms, longer than the claim itself (pg_prepared_statements: 0 generic plans in 25
+-- calls; `EXPLAIN` of a claim of one job: planning 1.2-1.8 ms).
 -- Only jobs of the worker's queues (`queues`, NULL: all; never `other_queues`) and of no
 -- paused queue: a pause is exact from its commit on, whatever a worker holds in memory.
 -- Jobs under a limit (`job_limits`) are claimed only up to the room each limit has left
--- (`scheduler_limit_room`, most urgent first); the others stay pending, locked until this
--- transaction ends. With no limit on any job of the batch, that costs no lock and no count.
+-- (`scheduler_claim_admission`, most urgent first); the others stay pending, locked until
+-- this transaction ends. With no limit on any job of the batch, that costs no lock and no
+-- count.
 WITH due AS (
     SELECT id, type, queue, virtual_deadline, created_at
     FROM jobs
@@ -25,47 +27,33 @@ WITH due AS (
       AND NOT in_dlq
       AND pending_dependencies = 0
       AND run_at <= now()
-      AND id = ANY(%(job_ids)s::uuid[])
+      AND id = ANY(scheduler_claim_ids(%(job_ids)s::uuid[]))
       AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
       AND queue <> ALL (%(other_queues)s::text[])
       AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = jobs.queue AND q.paused)
     ORDER BY virtual_deadline, created_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-), limited AS (
-    SELECT due.id, l.limit_id, l.counts_starts,
-           row_number() OVER (PARTITION BY l.limit_id
-                              ORDER BY due.virtual_deadline, due.created_at, due.id) AS place
-    FROM due CROSS JOIN LATERAL scheduler_limits_of(due.type, due.queue) AS l
-    WHERE EXISTS (SELECT 1 FROM job_limits)
-), room AS (
-    SELECT r.* FROM scheduler_limit_room(ARRAY(SELECT DISTINCT limit_id FROM limited)) AS r
-    WHERE EXISTS (SELECT 1 FROM limited)
-), held_back AS (
-    SELECT limited.id FROM limited JOIN room USING (limit_id) WHERE limited.place > room.room
+), admission AS (
+    SELECT held_back, started_at
+    FROM scheduler_claim_admission(ARRAY(SELECT id FROM due ORDER BY virtual_deadline, created_at, id))
 ), claimed AS (
     UPDATE jobs AS j
     SET status = 'processing',
         attempt_count = j.attempt_count + 1,
         -- Under a limit, the clock its starts are counted at.
-        started_at = coalesce((SELECT max(at) FROM room), now()),
+        started_at = coalesce((SELECT started_at FROM admission), now()),
         updated_at = now(),
         next_retry_at = NULL,
         worker_id = %(worker_id)s,
         current_attempt_id = scheduler_uuid7()
     FROM due
-    WHERE j.id = due.id AND j.id NOT IN (SELECT id FROM held_back)
+    WHERE j.id = due.id AND NOT j.id = ANY(coalesce((SELECT held_back FROM admission), '{}'))
     RETURNING j.*
 ), opened AS (
     INSERT INTO job_attempts (id, job_id, attempt_number, status, started_at, worker_id)
     SELECT current_attempt_id, id, attempt_count, 'running', started_at, worker_id
     FROM claimed
-), started AS (
-    INSERT INTO job_limit_starts (limit_id, started_at, n)
-    SELECT limited.limit_id, room.at, count(*)
-    FROM claimed JOIN limited ON limited.id = claimed.id JOIN room USING (limit_id)
-    WHERE limited.counts_starts
-    GROUP BY limited.limit_id, room.at
 )
 SELECT c.id, c.current_attempt_id, scheduler_job_object(ROW(c.*)::jobs, up.ids)::text AS job
 FROM claimed c CROSS JOIN LATERAL scheduler_upstream_ids(c.id) AS up
