@@ -573,9 +573,9 @@ $$ BEGIN RETURN ids; END $$;
 -- urgent first. With no limit anywhere: no row, no lock, no count; with limits, but none on
 -- these jobs: no held-back job, no clock. A function rather than CTEs of the claim because
 -- PostgreSQL starts every node of a statement's plan at each call, run or not: the limits'
--- window, sorts, joins and INSERT (which opens `job_limit_starts` and its index) were a
--- seventh of the claiming backend's CPU with no limit defined (`perf record` of it), and
--- 0.1-0.36 ms of a claim of one job on an idle worker.
+-- window, sorts, joins and INSERT (which opens `job_limit_starts` and its index) were
+-- about an eighth of the claiming backend's CPU with no limit defined (`perf record` of
+-- it), and 0.1-0.36 ms of a claim of one job on an idle worker.
 CREATE OR REPLACE FUNCTION scheduler_claim_admission(due_ids uuid[])
 RETURNS TABLE (held_back uuid[], started_at timestamptz)
 LANGUAGE plpgsql VOLATILE AS
