@@ -558,10 +558,11 @@ $$ SELECT id, max_starts IS NOT NULL FROM job_limits
 -- The ids a claim is to take, as given (`claim_jobs`). PL/pgSQL, which PostgreSQL never
 -- inlines, so the planner cannot see how many there are: a plan for one id is then
 -- estimated to cost what a plan for any number does, and PostgreSQL keeps the generic
--- plan of the prepared claim from its sixth call. Given the array itself, it estimated a
--- claim of one job cheaper than the generic plan (which assumes ten) by more than it
--- reckons a planning costs, and planned every such claim anew: 0.6-1.2 ms for a statement
--- that runs in 0.3-0.5 ms, on an idle worker taking one job at a time.
+-- plan of the prepared claim once it has planned it for five calls. Given the array
+-- itself, it estimated a claim of one job cheaper than the generic plan (which assumes
+-- ten) by more than it reckons a planning costs, and planned every such claim anew:
+-- 0.6-1.2 ms for a statement that runs in 0.3-0.5 ms, on an idle worker taking one job at
+-- a time.
 CREATE OR REPLACE FUNCTION scheduler_claim_ids(ids uuid[]) RETURNS uuid[]
 LANGUAGE plpgsql STABLE AS
 $$ BEGIN RETURN ids; END $$;
