@@ -12,6 +12,13 @@ made to keep them as a client would (a date moved into the future, the id of a j
 exists); invalid requests are sent as they were generated. NUL is refused in payloads
 (`jobs.limits`) but not expressible per handler schema either: it is left out of generated
 strings and tested on its own.
+
+The schema's `TimeZone` is an enum of every IANA zone (about 600), and the coverage phase
+sends each value of an enum once per branch that holds it: 4,183 of the 4,279 requests it made
+for POST /jobs were a cron schedule in one more zone, one code path 600 times over (30 s of the
+module's 70). The fuzz reads the schema with that enum cut to a few zones (UTC, a half-hour
+offset, one with daylight saving); every other rule is as served. That the schema offers
+every zone, and that a schedule takes each, is tested in test_schedules.py.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import schemathesis
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
+from django.test import Client
 from hypothesis import HealthCheck, settings
 
 from jobs import limits, state
@@ -37,9 +45,20 @@ EXAMPLES_PER_OPERATION = 30
 # A leap year, so that any generated month and day exists in it; far enough ahead.
 FUTURE_YEAR = 2096
 
-# The document is served without credentials or the database.
-schema = schemathesis.openapi.from_wsgi("/api-docs.json", get_wsgi_application())
-schema.config.generation.update(allow_x00=False)
+ZONES_FUZZED = ["UTC", "Asia/Kolkata", "Europe/Paris"]
+
+
+def served_schema_with_fewer_zones() -> Any:
+    # The document is served without credentials or the database.
+    document = Client().get("/api-docs.json").json()
+    document["components"]["schemas"]["TimeZone"]["enum"] = ZONES_FUZZED
+    loaded = schemathesis.openapi.from_dict(document)
+    loaded.app = get_wsgi_application()
+    loaded.config.generation.update(allow_x00=False)
+    return loaded
+
+
+schema = served_schema_with_fewer_zones()
 # The job types the schema was read with. A test module collected before this one may have
 # registered more (importing a module of Django tasks declares them) and its tests may
 # unregister them later in this process: each request must still find every type the
