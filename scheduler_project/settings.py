@@ -151,9 +151,15 @@ TEMPLATES = [
 # Each process borrows its connections from a psycopg pool, for one request or one short read
 # at a time (Django requires CONN_MAX_AGE 0 with a pool). A web process so holds between
 # MIN_SIZE and MAX_SIZE connections whatever its number of clients; a request that finds
-# them all busy waits up to TIMEOUT seconds. The worker opts out (see runworker).
+# them all busy waits up to TIMEOUT seconds. The worker opts out (see runworker). The backend
+# is Django's, with a pool health check that costs no round trip (scheduler_project.postgresql).
 DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)
+    "default": dj_database_url.parse(
+        DATABASE_URL,
+        engine="scheduler_project.postgresql",
+        conn_max_age=0,
+        conn_health_checks=True,
+    )
 }
 DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
     "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),

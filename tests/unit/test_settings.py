@@ -103,7 +103,7 @@ def load_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[.
 def test_database_url_accepts_both_schemes(load_settings, scheme):
     settings = load_settings(DATABASE_URL=f"{scheme}://sched:s%40cret@db.example:6543/jobsdb")
     database = settings["DATABASES"]["default"]
-    assert database["ENGINE"] == "django.db.backends.postgresql"
+    assert database["ENGINE"] == "scheduler_project.postgresql"
     assert (database["HOST"], database["PORT"], database["NAME"]) == ("db.example", 6543, "jobsdb")
     assert (database["USER"], database["PASSWORD"]) == ("sched", "s@cret")
 

@@ -1,0 +1,60 @@
+"""Django's PostgreSQL backend, except for the health check of its connection pool.
+
+Django checks a pooled connection with psycopg_pool's `check_connection`, an empty statement
+sent to the server each time a connection is borrowed: for the API, one round trip in three
+of every request (the token's statement and the job's are the others), paid by the web
+process and by PostgreSQL, and a context switch of each, on a machine whose cores the
+requests share. Here a connection is sent that statement only when its socket has something
+to read. A connection idle in the pool has nothing to read unless the server closed it (a
+restart, a terminated backend, a timeout): then the socket is readable (the server's FATAL
+notice, or the end of the stream), the check's statement fails, and the pool replaces the
+connection before any request sees it, as before. A notice or a notification waiting on a
+live connection makes it readable too; the statement then reads it and passes.
+"""
+
+from __future__ import annotations
+
+import select
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db.backends.base.base import NO_DB_ALIAS
+from django.db.backends.postgresql import base
+from psycopg import Connection, OperationalError
+from psycopg.pq import ConnStatus
+from psycopg_pool import ConnectionPool
+
+
+def check_connection(connection: Connection[Any]) -> None:
+    """Raise when `connection` cannot be lent; a round trip only when its socket is readable."""
+    if connection.pgconn.status != ConnStatus.OK:
+        raise OperationalError("the connection is closed")
+    readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(connection)
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    # Django's, which django-stubs do not declare: the pools of the process, by alias.
+    _connection_pools: dict[str, ConnectionPool[Any]]
+
+    @property
+    def pool(self) -> ConnectionPool[Any] | None:
+        """Django's pool (`DATABASES[...]["OPTIONS"]["pool"]`), one per alias and process,
+        whose check is `check_connection` when CONN_HEALTH_CHECKS is on."""
+        options = self.settings_dict["OPTIONS"].get("pool")
+        if not options or self.alias == NO_DB_ALIAS:
+            return None
+        if self.alias not in self._connection_pools:
+            if self.settings_dict.get("CONN_MAX_AGE", 0) != 0:
+                raise ImproperlyConfigured("Pooling doesn't support persistent connections.")
+            kwargs = {**self.get_connection_params(), "autocommit": True}
+            pool = ConnectionPool(
+                kwargs=kwargs,
+                open=False,
+                configure=self._configure_connection,  # type: ignore[attr-defined]  # stubs lag
+                check=check_connection if self.settings_dict["CONN_HEALTH_CHECKS"] else None,
+                **({} if options is True else options),
+            )
+            self._connection_pools.setdefault(self.alias, pool)
+        return self._connection_pools[self.alias]

@@ -1,0 +1,67 @@
+"""The web processes' connection pool: a borrowed connection is checked without a statement,
+and one the server has closed is replaced before anyone uses it."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+
+from scheduler_project.postgresql.base import DatabaseWrapper
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def pooled() -> Iterator[DatabaseWrapper]:
+    """A Django connection on a pool of one connection, as a web process has (the test
+    settings take the pool away from the tests' own connections)."""
+    settings_dict = copy.deepcopy(connection.settings_dict)
+    settings_dict["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 1, "timeout": 5.0}
+    wrapper = DatabaseWrapper(settings_dict, alias="pool_check")
+    try:
+        yield wrapper
+    finally:
+        wrapper.close()
+        wrapper.close_pool()
+
+
+def _backend(wrapper: DatabaseWrapper) -> int:
+    wrapper.ensure_connection()
+    with wrapper.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    return int(pid)
+
+
+def _last_statement(pid: int) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return "" if row is None else str(row[0])
+
+
+def test_a_borrowed_connection_is_lent_without_a_statement(pooled):
+    pid = _backend(pooled)
+    pooled.close()  # back to the pool
+
+    pooled.ensure_connection()  # borrowed again, checked
+
+    # psycopg_pool's own check sends an empty statement, which would be the last one here.
+    assert _last_statement(pid) == "SELECT pg_backend_pid()"
+    assert _backend(pooled) == pid
+
+
+def test_a_connection_the_server_closed_is_replaced_before_use(pooled):
+    pid = _backend(pooled)
+    pooled.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    wait_for(lambda: _last_statement(pid) == "", what="the backend to exit")
+
+    # No error reaches the borrower: the pool saw the closed socket and connected anew.
+    assert _backend(pooled) != pid
