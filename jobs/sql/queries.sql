@@ -83,7 +83,14 @@ WITH outcome AS (
         last_error = NULL,
         current_attempt_id = NULL
     FROM outcome o
-    WHERE j.id = o.job_id AND j.status = 'processing' AND j.current_attempt_id = o.attempt_id
+    -- The fencing token alone guards: every transition out of `processing` clears it. Named
+    -- too, the status let the planner reach `jobs` through the partial indexes of processing
+    -- rows, whose number it knows from the last ANALYZE: estimated at one row (taken while
+    -- the workers were idle), that scan became the outer side of a nested loop running
+    -- every outcome against each row, quadratic in the batch (13,000 outcomes: 31 s, the
+    -- worker falling further behind with each larger batch). Without it, each outcome looks
+    -- its job up by primary key.
+    WHERE j.id = o.job_id AND j.current_attempt_id = o.attempt_id
     RETURNING j.*
 ), closed AS (
     SELECT scheduler_close_attempts(array_agg(o.attempt_id), array_agg(o.finished_at),

@@ -278,32 +278,52 @@ $$ BEGIN
               FROM old_rows WHERE in_dlq) AS moved
         GROUP BY GROUPING SETS ((type, error_signature, last_error), (error_signature, bucket))
         HAVING sum(n) <> 0;
+        -- Each changed row's state before and after, paired by a grouping on its id, not
+        -- by a join of the two transition tables: PL/pgSQL plans a trigger's statements
+        -- once per session, with the tables as the first firing filled them (one row), and
+        -- kept a nested loop over them, quadratic in the rows a statement changes (a
+        -- claim of 250 jobs compared 62,500 pairs; completing 13,000 at once took 24 s
+        -- here). A grouping costs the same for one row and grows with n log n at worst.
         INSERT INTO job_metrics (name, type, queue, le, n, total)
-        SELECT m.name, r.type, r.queue, m.le, count(*), sum(m.value)
-        FROM old_rows AS o
-        JOIN new_rows AS r ON r.id = o.id
+        SELECT m.name, c.type, c.queue, m.le, count(*), sum(m.value)
+        FROM (
+            SELECT min(s.type) FILTER (WHERE s.after) AS type,
+                   min(s.queue) FILTER (WHERE s.after) AS queue,
+                   min(s.status) FILTER (WHERE NOT s.after) AS was,
+                   min(s.status) FILTER (WHERE s.after) AS status,
+                   bool_or(s.in_dlq) FILTER (WHERE NOT s.after) AS was_in_dlq,
+                   bool_or(s.in_dlq) FILTER (WHERE s.after) AS in_dlq,
+                   min(s.run_at) FILTER (WHERE NOT s.after) AS was_due,
+                   min(s.started_at) FILTER (WHERE s.after) AS started_at
+            FROM (SELECT false AS after, id, type, queue, status, in_dlq, run_at, started_at
+                  FROM old_rows
+                  UNION ALL
+                  SELECT true, id, type, queue, status, in_dlq, run_at, started_at
+                  FROM new_rows) AS s
+            GROUP BY s.id
+        ) AS c
         CROSS JOIN LATERAL (
             SELECT 'completed' AS name, 'Infinity'::double precision AS le,
                    0::double precision AS value
-            WHERE r.status = 'completed' AND o.status <> 'completed'
+            WHERE c.status = 'completed' AND c.was <> 'completed'
             UNION ALL
             SELECT 'failed', 'Infinity', 0
-            WHERE o.status = 'processing' AND r.status IN ('failed', 'pending')
+            WHERE c.was = 'processing' AND c.status IN ('failed', 'pending')
             UNION ALL
             SELECT 'retried', 'Infinity', 0
-            WHERE o.status = 'processing' AND r.status IN ('failed', 'pending') AND NOT r.in_dlq
+            WHERE c.was = 'processing' AND c.status IN ('failed', 'pending') AND NOT c.in_dlq
             UNION ALL
-            SELECT 'dead_lettered', 'Infinity', 0 WHERE r.in_dlq AND NOT o.in_dlq
+            SELECT 'dead_lettered', 'Infinity', 0 WHERE c.in_dlq AND NOT c.was_in_dlq
             UNION ALL
-            SELECT 'dlq_retried', 'Infinity', 0 WHERE o.in_dlq AND NOT r.in_dlq
+            SELECT 'dlq_retried', 'Infinity', 0 WHERE c.was_in_dlq AND NOT c.in_dlq
             UNION ALL
             SELECT 'cancelled', 'Infinity', 0
-            WHERE r.status = 'cancelled' AND o.status <> 'cancelled'
+            WHERE c.status = 'cancelled' AND c.was <> 'cancelled'
             UNION ALL
             SELECT 'wait_seconds', scheduler_metric_le(w.seconds), w.seconds
-            FROM (SELECT greatest(0, extract(epoch FROM r.started_at - o.run_at))::double precision
+            FROM (SELECT greatest(0, extract(epoch FROM c.started_at - c.was_due))::double precision
                          AS seconds) AS w
-            WHERE r.status = 'processing' AND o.status <> 'processing'
+            WHERE c.status = 'processing' AND c.was <> 'processing'
         ) AS m
         GROUP BY 1, 2, 3, 4;
     END IF;
@@ -424,17 +444,25 @@ $$ SELECT coalesce(
                                     + (seconds <> ALL (scheduler_metric_buckets()))::integer],
        'Infinity') $$;
 
--- How long each closed attempt ran, by outcome (succeeded, failed).
+-- How long each closed attempt ran, by outcome (succeeded, failed). An attempt's row before
+-- and after is paired by a grouping on its id, as in `scheduler_count_jobs`, which says why.
 CREATE OR REPLACE FUNCTION scheduler_metric_attempts() RETURNS trigger
 LANGUAGE plpgsql AS
 $$ BEGIN
     INSERT INTO job_metrics (name, type, queue, label, le, n, total)
-    SELECT 'run_seconds', j.type, j.queue, a.status,
-           scheduler_metric_le(a.duration_ms / 1000.0), count(*), sum(a.duration_ms / 1000.0)
-    FROM old_rows AS o
-    JOIN new_rows AS a ON a.id = o.id
-    JOIN jobs AS j ON j.id = a.job_id
-    WHERE o.finished_at IS NULL AND a.finished_at IS NOT NULL
+    SELECT 'run_seconds', j.type, j.queue, c.status,
+           scheduler_metric_le(c.duration_ms / 1000.0), count(*), sum(c.duration_ms / 1000.0)
+    FROM (
+        SELECT s.job_id, min(s.status) FILTER (WHERE s.after) AS status,
+               min(s.duration_ms) FILTER (WHERE s.after) AS duration_ms
+        FROM (SELECT false AS after, id, job_id, status, duration_ms, finished_at FROM old_rows
+              UNION ALL
+              SELECT true, id, job_id, status, duration_ms, finished_at FROM new_rows) AS s
+        GROUP BY s.id, s.job_id
+        HAVING bool_and(s.finished_at IS NULL) FILTER (WHERE NOT s.after)
+           AND bool_and(s.finished_at IS NOT NULL) FILTER (WHERE s.after)
+    ) AS c
+    JOIN jobs AS j ON j.id = c.job_id
     GROUP BY 1, 2, 3, 4, 5;
     RETURN NULL;
 END $$;
