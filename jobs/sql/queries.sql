@@ -68,10 +68,14 @@ ORDER BY c.virtual_deadline, c.created_at, c.id;
 -- text, which its event reuses, and what a recurrence needs (`scheduled_at` for recurring
 -- jobs only: reading a time back costs the worker more than the rest of the row); then each
 -- dependent that became runnable, with what wakes the workers (`job` NULL).
--- `results` is one JSON array (one encoding per batch rather than one per job).
+-- `results` is one JSON array (one encoding per batch rather than one per job). One plan is
+-- kept from the eleventh call on a connection, also for a worker that finishes one job at a
+-- time (`scheduler_unsized`).
 WITH outcome AS (
     SELECT o.job_id, o.attempt_id, r.result, o.finished_at
-    FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[], %(finished_at)s::timestamptz[])
+    FROM unnest(scheduler_unsized(%(job_ids)s::uuid[]),
+                scheduler_unsized(%(attempt_ids)s::uuid[]),
+                scheduler_unsized(%(finished_at)s::timestamptz[]))
          WITH ORDINALITY AS o(job_id, attempt_id, finished_at, n)
     JOIN jsonb_array_elements(%(results)s::jsonb) WITH ORDINALITY AS r(result, n) USING (n)
 ), done AS (

@@ -595,6 +595,17 @@ CREATE OR REPLACE FUNCTION scheduler_claim_ids(ids uuid[]) RETURNS uuid[]
 LANGUAGE plpgsql STABLE AS
 $$ BEGIN RETURN ids; END $$;
 
+-- An array a batch statement unnests, as given (`complete_jobs`), for the reason of
+-- `scheduler_claim_ids`: the planner is not to see how long it is, so that a completion of
+-- one job is estimated to cost what one of any number does and PostgreSQL keeps one plan
+-- for it. It planned each such completion anew: 0.8 ms, for one that runs in 0.7 ms, on a
+-- worker finishing one job at a time. VOLATILE, unlike `scheduler_claim_ids`, whose result
+-- filters an index scan: the planner evaluates a STABLE function of constants to estimate
+-- how many rows `unnest` returns.
+CREATE OR REPLACE FUNCTION scheduler_unsized(items anyarray) RETURNS anyarray
+LANGUAGE plpgsql VOLATILE AS
+$$ BEGIN RETURN items; END $$;
+
 -- A claim's admission under the limits (`claim_jobs`): of `due_ids`, the claim's jobs in
 -- claim order (locked by it), the ones their limits hold back, and the clock the starts of
 -- the others are counted at (`scheduler_limit_room`), recorded here in `job_limit_starts`
