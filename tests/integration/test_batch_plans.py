@@ -113,13 +113,12 @@ def idle_statistics() -> Iterator[None]:
 
 
 def warm_up(worker_id: uuid.UUID) -> None:
-    """A worker's first claims and completions, of a few jobs each: PL/pgSQL plans each
-    trigger statement at its first firing, psycopg prepares the hot statements, and
-    PostgreSQL settles on a generic plan for a completion of many, as a worker that started
-    on a quiet system has them when a burst arrives."""
-    for _ in range(12):
-        jobs = state.enqueue_many(state.JobSpec("noop", {}) for _ in range(20))
-        claimed = state.claim(worker_id, 20, [uuid.UUID(str(job["id"])) for job in jobs])
+    """A worker that started on a quiet system: its first claims and completions are of a
+    job each, when PL/pgSQL plans each trigger statement for good; then of a few jobs each,
+    when psycopg prepares the hot statements and PostgreSQL settles on their plans."""
+    for size in [1] * 3 + [20] * 12:
+        jobs = state.enqueue_many(state.JobSpec("noop", {}) for _ in range(size))
+        claimed = state.claim(worker_id, size, [uuid.UUID(str(job["id"])) for job in jobs])
         state.complete(
             [state.Success(c.id, c.attempt_id, None, timezone.now()) for c in claimed], worker_id
         )
