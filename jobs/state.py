@@ -137,6 +137,8 @@ class CompletionReport:
     completed: list[JobObject]
     created: list[JobObject]
     released: list[uuid.UUID]
+    # The successes whose attempt had lost its claim (cancelled, rescued): nothing recorded.
+    refused: list[Success]
 
 
 # --- creating jobs -------------------------------------------------------------------------
@@ -492,9 +494,9 @@ def claim(
 
 
 def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -> CompletionReport:
-    """Finish attempts as succeeded. Attempts that lost their claim are ignored."""
+    """Finish attempts as succeeded. Attempts that lost their claim are refused."""
     if not successes:
-        return CompletionReport([], [], [])
+        return CompletionReport([], [], [], [])
     # Rows are locked in id order, as `enqueue` locks several upstream jobs: no deadlock.
     successes = sorted(successes, key=lambda s: s.job_id)
     with transaction.atomic(savepoint=False):
@@ -518,7 +520,9 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
         notifier.emit_after_commit(
             [("job.completed", j) for j in completed] + [("job.created", j) for j in created]
         )
-    return CompletionReport(completed, created, [r["id"] for r in released])
+    won = {row["attempt_id"] for row in done}
+    refused = [s for s in successes if s.attempt_id not in won]
+    return CompletionReport(completed, created, [r["id"] for r in released], refused)
 
 
 def fail(

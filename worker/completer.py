@@ -140,11 +140,8 @@ class Completer:
         ]
         if successes:
             report = state.complete(successes, self.worker_id)
-            if len(report.completed) < len(successes):
-                done = {job["id"] for job in report.completed}
-                for refused in successes:
-                    if str(refused.job_id) not in done:
-                        logger.info("outcome of job %s refused: its claim was lost", refused.job_id)
+            for refused in report.refused:
+                logger.info("outcome of job %s refused: its claim was lost", refused.job_id)
             offers += [
                 ScheduledJob.from_row(
                     {**job, "run_at": datetime.fromisoformat(job["scheduled_at"]) + TRUNCATION}

@@ -66,8 +66,12 @@ ORDER BY c.virtual_deadline, c.created_at, c.id;
 -- recurring jobs get their next run by the next statements of the same transaction
 -- (`jobs.state.complete`). Two kinds of row: each completed job, with the API job object as
 -- text, which its event reuses, and what a recurrence needs (`scheduled_at` for recurring
--- jobs only: reading a time back costs the worker more than the rest of the row); then each
--- dependent that became runnable, with what wakes the workers (`job` NULL).
+-- jobs only: reading a time back costs the worker more than the rest of the row), and the
+-- attempt that completed it; then each dependent that became runnable, with what wakes the
+-- workers (`job` NULL).
+-- Only the winning attempts are closed: a batch can hold a lost attempt of a job beside the
+-- live one (a worker cut off, its job rescued and claimed again by the same worker, reports
+-- both at once), and the lost one keeps what its rescue recorded.
 -- `results` is one JSON array (one encoding per batch rather than one per job). One plan is
 -- kept from the eleventh call on a connection, also for a worker that finishes one job at a
 -- time (`scheduler_unsized`).
@@ -95,27 +99,26 @@ WITH outcome AS (
     -- worker falling further behind with each larger batch). Without it, each outcome looks
     -- its job up by primary key.
     WHERE j.id = o.job_id AND j.current_attempt_id = o.attempt_id
-    RETURNING j.*
+    RETURNING j AS job, o.attempt_id
 ), closed AS (
-    SELECT scheduler_close_attempts(array_agg(o.attempt_id), array_agg(o.finished_at),
+    SELECT scheduler_close_attempts(array_agg(attempt_id), array_agg((job).completed_at),
                                     'succeeded', NULL, NULL, NULL)
-    FROM outcome o
-    JOIN done ON done.id = o.job_id
+    FROM done
 ), counted AS (
     UPDATE workers SET jobs_done = jobs_done + (SELECT count(*) FROM done)
     WHERE id = %(worker_id)s
 ), released AS (
-    SELECT * FROM scheduler_release_dependents(ARRAY(SELECT id FROM done))
+    SELECT * FROM scheduler_release_dependents(ARRAY(SELECT (job).id FROM done))
 )
-SELECT d.id, d.recur_interval, d.schedule_id,
-       CASE WHEN d.recur_interval IS NOT NULL OR d.schedule_id IS NOT NULL
-            THEN d.scheduled_at END AS scheduled_at,
-       scheduler_job_object(ROW(d.*)::jobs, up.ids)::text AS job,
+SELECT (d.job).id, (d.job).recur_interval, (d.job).schedule_id,
+       CASE WHEN (d.job).recur_interval IS NOT NULL OR (d.job).schedule_id IS NOT NULL
+            THEN (d.job).scheduled_at END AS scheduled_at,
+       scheduler_job_object(d.job, up.ids)::text AS job, d.attempt_id,
        NULL::text AS type, NULL::integer AS priority, NULL::timestamptz AS run_at,
        NULL::timestamptz AS created_at
-FROM done d CROSS JOIN LATERAL scheduler_upstream_ids(d.id) AS up CROSS JOIN closed
+FROM done d CROSS JOIN LATERAL scheduler_upstream_ids((d.job).id) AS up CROSS JOIN closed
 UNION ALL
-SELECT r.id, NULL, NULL, NULL, NULL, r.type, r.priority, r.run_at, r.created_at
+SELECT r.id, NULL, NULL, NULL, NULL, NULL, r.type, r.priority, r.run_at, r.created_at
 FROM released r;
 
 -- name: schedule_next_runs

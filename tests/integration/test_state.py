@@ -215,6 +215,29 @@ def test_complete_racing_rescue_exactly_one_wins_either_way():
     assert Job.objects.get(id=claim.id).status == "completed"
 
 
+def test_a_lost_attempt_reported_beside_the_live_one_is_refused_and_keeps_its_history():
+    """A worker cut off from the database: its job is rescued, and once back it claims the
+    job again, then reports the lost attempt's outcome and the new one's in one batch."""
+    worker = new_worker()
+    job = state.enqueue("noop", {}, priority=2)
+    lost = claimed(worker, job)
+    state.release(worker.id, "Cut off.")
+    live = claimed(worker, job)
+
+    late = success(lost, "late")
+    report = state.complete([late, success(live, "live")], worker.id)
+
+    assert [j["id"] for j in report.completed] == [str(job["id"])]
+    assert report.refused == [late]
+    assert Job.objects.get(id=live.id).result == "live"
+    # The lost attempt stays what its release recorded; only the live one succeeded.
+    history = {a.id: (a.status, a.error_type) for a in JobAttempt.objects.filter(job_id=live.id)}
+    assert history == {
+        lost.attempt_id: ("failed", "WorkerLost"),
+        live.attempt_id: ("succeeded", None),
+    }
+
+
 def test_two_cancels_racing_one_succeeds_the_other_is_refused():
     job = state.enqueue("noop", {}, priority=2)
     start = threading.Barrier(2)
