@@ -1,15 +1,18 @@
 """The web processes' connection pool: a borrowed connection is checked without a statement,
-and one the server has closed is replaced before anyone uses it."""
+one the server has closed is replaced before anyone uses it, and after an outage the pool is
+connected again within seconds of the database's return."""
 
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 from scheduler_project.postgresql.base import DatabaseWrapper
+from tests.faults.proxy import Proxy
 
 from .conftest import wait_for
 
@@ -65,3 +68,41 @@ def test_a_connection_the_server_closed_is_replaced_before_use(pooled):
 
     # No error reaches the borrower: the pool saw the closed socket and connected anew.
     assert _backend(pooled) != pid
+
+
+# Long enough for psycopg_pool's default backoff to wait 16 s between two attempts, from
+# 15 s to 31 s after the outage began.
+OUTAGE_SECONDS = 20.0
+
+
+@pytest.mark.slow
+def test_after_an_outage_the_pool_connects_again_within_seconds_of_the_database():
+    db = connection.settings_dict
+    proxy = Proxy((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)))
+    settings_dict = copy.deepcopy(db)
+    settings_dict.update(HOST="127.0.0.1", PORT=str(proxy.port))
+    # As a web process's pool, but a request gives up after one second.
+    settings_dict["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 2, "timeout": 1.0}
+    pooled = DatabaseWrapper(settings_dict, alias="pool_outage")
+    try:
+        _backend(pooled)
+        pooled.close()
+        proxy.cut()
+        outage_ends = time.monotonic() + OUTAGE_SECONDS
+        while time.monotonic() < outage_ends:  # requests keep coming, and fail
+            with pytest.raises(OperationalError):
+                _backend(pooled)
+        proxy.restore()
+        back = time.monotonic()
+        while True:
+            try:
+                _backend(pooled)
+                break
+            except OperationalError:
+                assert time.monotonic() - back < 30
+        # The pool's next attempt came within its first delays, not 11 s later.
+        assert time.monotonic() - back < 6
+    finally:
+        pooled.close()
+        pooled.close_pool()
+        proxy.close()
