@@ -44,6 +44,13 @@ def wait_for(
         time.sleep(interval)
 
 
+def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of a plan as EXPLAIN (FORMAT JSON) gives it, the root first."""
+    yield node
+    for child in node.get("Plans", []):
+        yield from plan_nodes(child)
+
+
 def job_status(job_id: Any) -> str:
     return Job.objects.values_list("status", flat=True).get(id=job_id)
 

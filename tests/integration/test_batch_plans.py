@@ -26,6 +26,8 @@ from psycopg.errors import Diagnostic
 from jobs import state
 from jobs.stats import stats_publisher
 
+from .conftest import plan_nodes
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BATCH = 300
@@ -67,18 +69,12 @@ def plans_run() -> Iterator[list[dict[str, Any]]]:
         raw.remove_notice_handler(take)
 
 
-def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from nodes(child)
-
-
 def pairs_compared(plans: list[dict[str, Any]]) -> int:
     """Rows a join looked at and threw away: n² - n for a nested loop over two n-row sets."""
     return sum(
         int(node.get("Rows Removed by Join Filter", 0) * node.get("Actual Loops", 1))
         for plan in plans
-        for node in nodes(plan)
+        for node in plan_nodes(plan)
     )
 
 
@@ -158,12 +154,12 @@ def test_claiming_and_completing_a_batch_never_compares_its_rows_pairwise(
 
 
 def ctes_of(plan: dict[str, Any]) -> set[str]:
-    return {node["CTE Name"] for node in nodes(plan) if "CTE Name" in node}
+    return {node["CTE Name"] for node in plan_nodes(plan) if "CTE Name" in node}
 
 
 def scans_of_jobs(plan: dict[str, Any]) -> set[tuple[str, str | None]]:
     return {
         (node["Node Type"], node.get("Index Name"))
-        for node in nodes(plan)
+        for node in plan_nodes(plan)
         if node.get("Relation Name") == "jobs" and "Scan" in node["Node Type"]
     }

@@ -19,6 +19,8 @@ from jobs import state
 from jobs.queue_names import ALL_QUEUES
 from jobs.sql import query
 
+from .conftest import plan_nodes
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BURST = 50_000
@@ -106,16 +108,10 @@ def prepared_plan_of(sql: str, params: dict[str, Any]) -> dict[str, Any]:
     return plan[0]["Plan"]
 
 
-def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from nodes(child)
-
-
 def scans_of_jobs(plan: dict[str, Any]) -> list[tuple[str, str | None]]:
     return [
         (node["Node Type"], node.get("Index Name"))
-        for node in nodes(plan)
+        for node in plan_nodes(plan)
         if node.get("Relation Name") == "jobs"
     ]
 
@@ -139,7 +135,7 @@ def test_the_feeder_walks_the_claimable_index_in_claim_order(make_state) -> None
     for plan in (plan_of(feed, params), prepared_plan_of(feed, params)):
         assert scans_of_jobs(plan) == [("Index Scan", "jobs_claimable_idx")]
         # The index is in claim order: the first 250 entries are the claim, nothing is sorted.
-        assert "Sort" not in {node["Node Type"] for node in nodes(plan)}
+        assert "Sort" not in {node["Node Type"] for node in plan_nodes(plan)}
 
 
 @pytest.mark.parametrize("make_state", STATES, ids=lambda f: f.__name__)
@@ -161,7 +157,7 @@ def assert_reads_only_the_claimed_rows(plan: dict[str, Any]) -> None:
         ("Index Scan", "jobs_pkey"),
     }
     if scan == ("Bitmap Heap Scan", None):
-        assert {n.get("Index Name") for n in nodes(plan)} >= {"jobs_pkey"}
+        assert {n.get("Index Name") for n in plan_nodes(plan)} >= {"jobs_pkey"}
 
 
 def test_the_prepared_claim_is_planned_once(test_handlers) -> None:
