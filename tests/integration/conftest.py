@@ -44,6 +44,18 @@ def wait_for(
         time.sleep(interval)
 
 
+def forget_statistics(*tables: str) -> None:
+    """What tables that were never analyzed look like to the planner. A flush empties a
+    table but keeps its statistics, and ANALYZE of an empty table keeps them too."""
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute("DELETE FROM pg_statistic WHERE starelid = %s::regclass", [table])
+            cursor.execute(
+                "UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = %s::regclass",
+                [table],
+            )
+
+
 def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Every node of a plan as EXPLAIN (FORMAT JSON) gives it, the root first."""
     yield node

@@ -26,7 +26,7 @@ from psycopg.errors import Diagnostic
 from jobs import state
 from jobs.stats import stats_publisher
 
-from .conftest import plan_nodes
+from .conftest import forget_statistics, plan_nodes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -106,11 +106,8 @@ def idle_statistics() -> Iterator[None]:
     stats_publisher.flush()
     execute("ALTER TABLE jobs RESET (autovacuum_enabled)")
     execute("ALTER TABLE job_attempts RESET (autovacuum_enabled)")
-    # The flush empties the tables but keeps their statistics: the next test of this
-    # process must not plan with them.
-    for table in ("jobs", "job_attempts"):
-        execute(f"DELETE FROM pg_statistic WHERE starelid = '{table}'::regclass")  # noqa: S608
-        execute(f"UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = '{table}'::regclass")  # noqa: S608
+    # The next test of this process must not plan with this one's statistics.
+    forget_statistics("jobs", "job_attempts")
 
 
 def warm_up(worker_id: uuid.UUID) -> None:

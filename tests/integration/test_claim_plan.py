@@ -19,7 +19,7 @@ from jobs import state
 from jobs.queue_names import ALL_QUEUES
 from jobs.sql import query
 
-from .conftest import plan_nodes
+from .conftest import forget_statistics, plan_nodes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,12 +49,6 @@ def burst(status: str = "pending") -> None:
     )
 
 
-def forget_statistics() -> None:
-    """What a table that was never analyzed looks like to the planner."""
-    execute("DELETE FROM pg_statistic WHERE starelid = 'jobs'::regclass")
-    execute("UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = 'jobs'::regclass")
-
-
 @pytest.fixture(autouse=True)
 def no_autovacuum() -> Iterator[None]:
     # Each state must stay what the test made it while it is explained.
@@ -64,13 +58,13 @@ def no_autovacuum() -> Iterator[None]:
 
 
 def never_analyzed() -> None:
-    forget_statistics()
+    forget_statistics("jobs")
     burst()
 
 
 def analyzed_empty_then_burst() -> None:
     # ANALYZE of an empty table keeps the statistics an earlier test's rows left.
-    forget_statistics()
+    forget_statistics("jobs")
     execute("ANALYZE jobs")
     burst()
 
