@@ -172,8 +172,9 @@ class Job(models.Model):
             ),
         ]
         indexes = [
-            # In claim order, so that a claim reads its first entries and stops, whatever
-            # the planner's statistics say (ARCHITECTURE.md, "The claim's plan").
+            # In claim order, so that the feeder reads its first entries and stops, whatever
+            # the planner's statistics say; the claim looks its ids up by primary key
+            # (ARCHITECTURE.md, "The claim's plan").
             models.Index(
                 fields=["virtual_deadline", "created_at", "id"],
                 name="jobs_claimable_idx",
