@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import state
-from jobs.queue_names import ALL_QUEUES
+from jobs.queue_names import ALL_QUEUES, QueueSelection
 from jobs.sql import query
 
 from .conftest import forget_statistics, plan_nodes
@@ -33,20 +33,20 @@ def execute(sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, .
         return cursor.fetchall() if cursor.description else []
 
 
-def burst(status: str = "pending") -> None:
+def burst(status: str = "pending", queue: str = "default") -> None:
     """50,000 jobs in one statement, as a bulk enqueue would leave them."""
     execute(
         """
-        INSERT INTO jobs (id, type, payload, priority, status, attempt_count, max_retries,
-                          scheduled_at, in_dlq, created_at, updated_at, run_at,
+        INSERT INTO jobs (id, type, queue, payload, priority, status, attempt_count,
+                          max_retries, scheduled_at, in_dlq, created_at, updated_at, run_at,
                           virtual_deadline, pending_dependencies, completed_at)
-        SELECT gen_random_uuid(), 'noop', '{}', 1 + n %% 3, %(status)s, 0, 3,
+        SELECT gen_random_uuid(), 'noop', %(queue)s, '{}', 1 + n %% 3, %(status)s, 0, 3,
                now() - n * interval '1 ms', false, now(), now(), now() - n * interval '1 ms',
                scheduler_virtual_deadline(1 + n %% 3, now() - n * interval '1 ms'), 0,
                CASE WHEN %(status)s = 'completed' THEN now() END
         FROM generate_series(1, %(count)s) AS n
         """,
-        {"status": status, "count": BURST},
+        {"status": status, "queue": queue, "count": BURST},
     )
 
 
@@ -86,17 +86,24 @@ def plan_of(sql: str, params: dict[str, Any]) -> dict[str, Any]:
     return plan[0]["Plan"]
 
 
-def prepared_plan_of(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+def prepared_plan_of(
+    sql: str,
+    params: dict[str, Any],
+    meanwhile: Callable[[], object] = lambda: None,
+    explained: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The plan of `sql` prepared on the server, as the worker's claim is, after the runs
-    that let PostgreSQL switch to a generic plan if it estimates one no worse."""
+    that let PostgreSQL switch to a generic plan if it estimates one no worse: for
+    `explained` (default `params`), once `meanwhile` has run after those runs."""
     names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
     numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
-    arguments = [params[name] for name in names]
     execute_prepared = "EXECUTE prepared_claim(" + ", ".join(["%s"] * len(names)) + ")"
     execute("PREPARE prepared_claim AS " + numbered.replace("%%", "%"))
     try:
         for _ in range(6):
-            execute(execute_prepared, arguments)
+            execute(execute_prepared, [params[name] for name in names])
+        meanwhile()
+        arguments = [(explained or params)[name] for name in names]
         ((plan,),) = execute("EXPLAIN (FORMAT JSON) " + execute_prepared, arguments)
     finally:
         execute("DEALLOCATE prepared_claim")
@@ -158,21 +165,15 @@ def test_a_claim_planned_while_few_jobs_waited_reads_only_its_rows(test_handlers
     jobs of a queue this worker does not serve arrived: each claim stepped over all of
     them (53-57 ms for one job, until the next ANALYZE)."""
     forget_statistics("jobs")
-    names = ["job_ids", "queues", "other_queues", "limit"]
-    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", claim_select())
-    claim = "EXECUTE prepared_claim(%s, %s, %s, %s)"
-    execute("PREPARE prepared_claim AS " + numbered.replace("%%", "%"))
-    try:
-        for _ in range(6):
-            job_id = uuid.UUID(str(state.enqueue("noop", {})["id"]))
-            assert execute(claim, [[job_id], ["default"], [], 1])
-        burst()
-        execute("UPDATE jobs SET queue = 'reports' WHERE status = 'pending'")
-        mine = uuid.UUID(str(state.enqueue("noop", {})["id"]))
-        ((plan,),) = execute("EXPLAIN (FORMAT JSON) " + claim, [[mine], ["default"], [], 1])
-    finally:
-        execute("DEALLOCATE prepared_claim")
-    assert_reads_only_the_claimed_rows(plan[0]["Plan"])
+    first, mine = (uuid.UUID(str(state.enqueue("noop", {})["id"])) for _ in range(2))
+    served = QueueSelection(only=("default",)).params()
+    plan = prepared_plan_of(
+        claim_select(),
+        {"job_ids": [first], "limit": 1, **served},
+        meanwhile=lambda: burst(queue="reports"),
+        explained={"job_ids": [mine], "limit": 1, **served},
+    )
+    assert_reads_only_the_claimed_rows(plan)
 
 
 def test_the_prepared_claim_is_planned_once(test_handlers) -> None:
