@@ -47,20 +47,29 @@ def backend_pid(job: JobContext) -> dict[str, Any]:
 
 def count_run(job: JobContext) -> dict[str, Any]:
     """Sleep `seconds`, then append "<job id> <attempt id>" to the file `path`: the handler's
-    side effect, kept outside PostgreSQL and Redis so that it survives their outages. One
-    short O_APPEND write per run, so concurrent workers never interleave their lines."""
+    side effect, kept outside PostgreSQL and Redis so that it survives their outages. With
+    `started_path`, the same line goes to that file first: a test sees the handler running
+    in its worker, which a job's status (`processing` from the claim's commit) does not
+    tell. One short O_APPEND write per line, so concurrent workers never interleave."""
+    if "started_path" in job.payload:
+        _append_line(job.payload["started_path"], job)
     time.sleep(job.payload.get("seconds", 0))
+    _append_line(job.payload["path"], job)
+    return {"pid": os.getpid()}
+
+
+def _append_line(path: str, job: JobContext) -> None:
     line = f"{job.id} {job.attempt_id}\n".encode()
-    descriptor = os.open(job.payload["path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(descriptor, line)
     finally:
         os.close(descriptor)
-    return {"pid": os.getpid()}
 
 
 def counted_runs(path: Path) -> Counter[str]:
-    """How many times `count_run` finished for each job id."""
+    """How many lines `count_run` wrote to `path` for each job id: at its end to its `path`
+    (finished runs), at its start to its `started_path` (started ones)."""
     if not path.exists():
         return Counter()
     return Counter(line.split()[0] for line in path.read_text().splitlines())
