@@ -475,7 +475,26 @@ def claim(
         {"worker_id": worker_id, "limit": limit, "job_ids": _array(job_ids), **queues.params()},
         prepared=True,
     )
-    claimed = [
+    claimed = _claimed_jobs(rows)
+    notifier.emit_after_commit([("job.started", c.job) for c in claimed])
+    return claimed
+
+
+def held_claims(worker_id: uuid.UUID, job_ids: Sequence[uuid.UUID]) -> list[ClaimedJob]:
+    """The jobs among `job_ids` that `worker_id` has claimed, most urgent first.
+
+    For a claim whose answer was lost (its connection broke once the statement was sent):
+    the jobs it did claim, which no other worker may take and which their worker has not
+    started. Their claim committed without its `job.started`, published now."""
+    rows = fetch("held_claims", {"worker_id": worker_id, "job_ids": _array(job_ids)})
+    claimed = _claimed_jobs(rows)
+    notifier.emit_after_commit([("job.started", c.job) for c in claimed])
+    return claimed
+
+
+def _claimed_jobs(rows: Sequence[Mapping[str, Any]]) -> list[ClaimedJob]:
+    """A claim's rows (`id`, `current_attempt_id`, the job object as text) as claimed jobs."""
+    return [
         ClaimedJob(
             id=row["id"],
             type=job["type"],
@@ -489,8 +508,6 @@ def claim(
         for row in rows
         for job in [EncodedJob(row["job"])]
     ]
-    notifier.emit_after_commit([("job.started", c.job) for c in claimed])
-    return claimed
 
 
 def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -> CompletionReport:

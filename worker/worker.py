@@ -11,7 +11,8 @@ or a signal.
 Each turn of the loop:
 1. takes what arrived in the inbox (outcomes, handed to the completer at once;
    notifications; feed requests; jobs made runnable by a report; a claim back from the
-   claimer, whose jobs it starts once it has sent the next claim);
+   claimer, whose jobs it starts once it has sent the next claim), and after a claim that
+   failed with a database error, asks which of its jobs the claim did take and starts those;
 2. runs the maintenance units that are due (heartbeat, rescuer, feeder, claim watch,
    counter fold; the pruner has a thread of its own);
 3. moves jobs whose time has come from the timer heap into the scheduler;
@@ -129,6 +130,10 @@ class Worker:
         # The jobs of the claim on the claimer's thread, and its result once back.
         self._claiming: set[uuid.UUID] = set()
         self._claimed: tuple[list[ScheduledJob], list[state.ClaimedJob] | Exception] | None = None
+        # The jobs of claims that failed with a database error: the statement may have
+        # committed without its answer reaching us. Kept out of the scheduler until the
+        # database says which of them this worker holds (`_settle_unanswered`).
+        self._unanswered: dict[uuid.UUID, ScheduledJob] = {}
         self.listener = Listener(state.RUNNABLE_CHANNEL, self.inbox)
         self.claimed_total = 0
         self.signals = 0
@@ -213,7 +218,7 @@ class Worker:
         )
 
     def _finish(self, forced: bool) -> None:
-        if forced and (self.processor.running or self._claiming):
+        if forced and (self.processor.running or self._claiming or self._unanswered):
             released = state.release(self.id, "Worker stopped before the job finished.")
             logger.warning("returned %d running jobs to pending", len(released))
         WorkerRow.objects.filter(id=self.id).update(
@@ -308,6 +313,8 @@ class Worker:
         if self._in_sight_since is None:
             self._in_sight_since = timezone.now()
         self._take_claimed()
+        if self._unanswered:
+            self._settle_unanswered()
         now = time.monotonic()
         for timed in self._units:
             if now >= timed.due:
@@ -322,7 +329,7 @@ class Worker:
         if not stopping:
             self._claim()
 
-        busy = bool(self.processor.running or self._reporting or self._claiming)
+        busy = bool(self.processor.running or self._reporting or self._claiming or self._unanswered)
         if not busy and (stopping or self._quota_reached()):
             return -1
         if self.once and not busy and not self.scheduler:
@@ -409,7 +416,11 @@ class Worker:
         new = 0
         horizon = timezone.now()
         for entry in entries:
-            if entry.job_id in self.processor.running or entry.job_id in self._claiming:
+            if (
+                entry.job_id in self.processor.running
+                or entry.job_id in self._claiming
+                or entry.job_id in self._unanswered
+            ):
                 continue
             if entry.ready_at <= horizon:
                 new += entry.job_id not in self.scheduler
@@ -451,7 +462,7 @@ class Worker:
         try:
             claimed = state.claim(self.id, len(popped), [e.job_id for e in popped], self.queues)
         except _DB_ERRORS:
-            self._put_back(popped)
+            self._unanswered.update((e.job_id, e) for e in popped)
             raise
         self._start(popped, claimed)
 
@@ -463,13 +474,28 @@ class Worker:
         self._claimed = None
         self._claiming = set()
         if isinstance(claimed, Exception):
-            self._put_back(popped)
+            self._unanswered.update((e.job_id, e) for e in popped)
             raise claimed
         # The next claim goes out before these jobs start, so the server works on it while
         # they run (starting them is most of the loop's time per job).
         if not self.signals:
             self._claim(arriving=len(claimed))
         self._start(popped, claimed)
+
+    def _settle_unanswered(self) -> None:
+        """Start the jobs that claims without an answer did take, and give the others back to
+        the scheduler. A claimed job is this worker's alone: left, it would wait in
+        `processing` for SCHEDULER_STUCK_AFTER, then count as a lost attempt that never ran.
+        Raises the database's error while it is still away (the jobs stay unanswered)."""
+        held = state.held_claims(self.id, list(self._unanswered))
+        entries, self._unanswered = self._unanswered, {}
+        taken = [entries.pop(job.id) for job in held]
+        self._put_back(list(entries.values()))
+        if held:
+            logger.warning(
+                "%d jobs claimed by a statement whose answer was lost: started now", len(held)
+            )
+        self._start(taken, held)
 
     def _start(self, popped: list[ScheduledJob], claimed: list[state.ClaimedJob]) -> None:
         # Jobs popped but not claimed were taken by another worker (or cancelled): dropped.

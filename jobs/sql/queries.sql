@@ -482,6 +482,17 @@ LEFT JOIN jobs j
       AND j.current_attempt_id = held.attempt_id
 WHERE j.id IS NULL;
 
+-- name: held_claims
+-- The jobs among `job_ids` that `worker_id` holds (`processing` under it), with the claim's
+-- token and the job object as `claim_jobs` returns them: after a claim whose answer the
+-- worker never had (its connection broke once the statement was sent), the ones it did
+-- claim. Reads only.
+SELECT j.id, j.current_attempt_id, scheduler_job_object(j)::text AS job
+FROM jobs j
+WHERE j.id = ANY(%(job_ids)s::uuid[]) AND j.status = 'processing'
+  AND j.worker_id = %(worker_id)s
+ORDER BY j.virtual_deadline, j.created_at, j.id;
+
 -- name: job_object
 -- The API job object of one job, as text; no row for an unknown id.
 SELECT scheduler_job_object(j)::text AS job FROM jobs j WHERE j.id = %(job_id)s;
