@@ -10,7 +10,7 @@ timer). Fencing stays with the statements (`jobs.state`): an outcome whose claim
 is refused, logged, and dropped.
 
 What becomes runnable through a report (a retry, the next run of a recurring job, a
-released dependent) goes back to the loop as ("reported", (count, entries)) on its inbox;
+released dependent) goes back to the loop as ("reported", (job ids, entries)) on its inbox;
 the other workers hear of it through NOTIFY. If the transaction fails (database away), the
 same outcomes and their log lines are reported again after a backoff, with whatever
 arrived meanwhile.
@@ -109,7 +109,9 @@ class Completer:
                     return
                 continue
             backoff.succeeded()
-            self._inbox.put(("reported", (len(pending), offers)))
+            self._inbox.put(
+                ("reported", ([item.outcome.attempt.job.id for item in pending], offers))
+            )
             pending = []
         _close_connection()
 

@@ -35,6 +35,7 @@ import signal
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -141,8 +142,10 @@ class Worker:
         self.signal_listeners: list[Callable[[int], None]] = []
         self._later: list[tuple[datetime, int, ScheduledJob]] = []
         self._later_at: dict[uuid.UUID, datetime] = {}
-        # Outcomes handed to the completer and not reported yet.
-        self._reporting = 0
+        # The jobs whose outcomes were handed to the completer and not reported yet (a job
+        # can have two: a lost attempt's beside its new one). Until reported they are still
+        # `processing` under this worker, so none of them goes back into the scheduler.
+        self._reporting: Counter[uuid.UUID] = Counter()
         self._stop_deadline: float | None = None
         self._next_log_flush = 0.0
         self._units: list[_Timed] = []
@@ -196,7 +199,7 @@ class Worker:
                 self._receive(0.0)  # outcomes that came in since the last turn
             grace = _FINAL_REPORT_SECONDS if forced else settings.SCHEDULER_SHUTDOWN_GRACE
             if not self.completer.stop(grace):
-                logger.warning("%d outcomes could not be reported", self._reporting)
+                logger.warning("%d outcomes could not be reported", self._reporting.total())
             self._with_database(lambda: self._finish(forced))
             stats_publisher.flush()
         logger.info("worker %s stopped (%s)", self.id, "forced" if forced else "clean")
@@ -372,6 +375,9 @@ class Worker:
         except Empty:
             return
         finished: list[Outcome] = []
+        # Taken once this batch's outcomes are handed over: a notification of a job whose
+        # outcome is among them finds it reporting, not free to be claimed again.
+        notifications: list[str] = []
         while True:
             if kind == "outcome":
                 if self.processor.accept(value):
@@ -379,11 +385,11 @@ class Worker:
             elif kind == "claimed":
                 self._claimed = value
             elif kind == "reported":
-                count, offers = value
-                self._reporting -= count
+                job_ids, offers = value
+                self._reporting -= Counter(job_ids)
                 self._offer(offers)
             elif kind == "notify":
-                self._on_notify(value)
+                notifications.append(value)
             elif kind == "feed" and self.feeder.started_at < value:
                 # The listener (re)connected. A feed begun since its LISTEN took effect saw
                 # everything notified before: at start-up, reloading the whole backlog again
@@ -394,6 +400,8 @@ class Worker:
             except Empty:
                 break
         self._hand_over(finished)
+        for payload in notifications:
+            self._on_notify(payload)
 
     def _on_notify(self, payload: str) -> None:
         message = _decode(payload)
@@ -420,6 +428,7 @@ class Worker:
                 entry.job_id in self.processor.running
                 or entry.job_id in self._claiming
                 or entry.job_id in self._unanswered
+                or entry.job_id in self._reporting
             ):
                 continue
             if entry.ready_at <= horizon:
@@ -537,7 +546,7 @@ class Worker:
                 for o in outcomes
             ]
         )
-        self._reporting += len(outcomes)
+        self._reporting.update(o.attempt.job.id for o in outcomes)
 
     def _write_logs(self, attempt: Attempt) -> None:
         """Write a running attempt's new log lines. They stay in `_unwritten_logs` until the
