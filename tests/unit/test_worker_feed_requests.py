@@ -3,19 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from worker.worker import Worker
-
-
-@pytest.fixture
-def worker() -> Iterator[Worker]:
-    worker = Worker(concurrency=1)
-    worker._build_units()
-    yield worker
-    worker.processor.stop()
 
 
 def feed_due_after(worker: Worker, listening_since: float) -> float:

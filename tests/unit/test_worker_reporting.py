@@ -7,21 +7,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 
 from jobs.state import ClaimedJob
 from worker.worker import Worker
-
-
-@pytest.fixture
-def worker() -> Iterator[Worker]:
-    worker = Worker(concurrency=1)
-    worker._build_units()
-    yield worker
-    worker.processor.stop()
 
 
 def notification(job_id: uuid.UUID) -> tuple[str, str]:
