@@ -34,25 +34,34 @@ class TcpProxy:
         self.upstream = upstream
         self.port = 0
         self._sockets: list[socket.socket] = []
+        self._running = False
         self._lock = threading.Lock()
 
     def start(self) -> None:
         listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
         self.port = listener.getsockname()[1]
+        with self._lock:
+            self._running = True
         self._track(listener)
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
     def stop(self) -> None:
         with self._lock:
+            self._running = False
             sockets, self._sockets = self._sockets, []
         for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+            _close(sock)
 
-    def _track(self, sock: socket.socket) -> None:
+    def _track(self, sock: socket.socket) -> bool:
+        """Keep `sock` for `stop()` to close; a socket opened while `stop()` ran (a
+        connection accepted just before its listener closed) is closed at once, not left
+        open for the garbage collector to find in a later test."""
         with self._lock:
-            self._sockets.append(sock)
+            if self._running:
+                self._sockets.append(sock)
+                return True
+        _close(sock)
+        return False
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -60,9 +69,11 @@ class TcpProxy:
                 client, _ = listener.accept()
             except OSError:
                 return
+            if not self._track(client):
+                return
             upstream = socket.create_connection(self.upstream)
-            self._track(client)
-            self._track(upstream)
+            if not self._track(upstream):
+                return
             for source, target in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
 
@@ -77,6 +88,12 @@ class TcpProxy:
             for sock in (source, target):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
 
 
 @pytest.fixture
