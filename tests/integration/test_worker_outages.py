@@ -64,8 +64,8 @@ def enqueue_counted(count: int, path: Path, seconds: float) -> list[dict[str, An
 def started_in_workers(jobs: list[dict[str, Any]], path: Path) -> bool:
     """Whether every job's handler is running in its worker. A job is `processing` once its
     claim commits, before the worker has the claim's answer: a proxy cut in between (seen on
-    a loaded machine) loses the answer, and the job waits for SCHEDULER_STUCK_AFTER (the known
-    edge in ARCHITECTURE, "Failure model") instead of running during the outage."""
+    a loaded machine) loses the answer, and the worker starts the job only once the database
+    is back (ARCHITECTURE, "Failure model"), not during the outage."""
     return set(counted_runs(Path(f"{path}.started"))) == {job["id"] for job in jobs}
 
 
