@@ -1,16 +1,13 @@
 """While PostgreSQL cannot be reached, the API answers 503 `unavailable` and the console a page
 saying so, both with `Retry-After`; once it is back, everything answers as before.
 
-The outage is real but private to this test: the test's database connection goes through a
-TCP proxy the test controls. Stopping the proxy cuts the open connection and refuses new ones,
-as a stopped server does, without touching the machine's PostgreSQL.
+The outage is real but private to this test: the test's database connection goes through the
+fault suite's TCP proxy (`tests.faults.proxy`). Cut, it breaks the open connection and every
+new one, as an unreachable server does, without touching the machine's PostgreSQL.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,88 +18,19 @@ from django.test import Client
 from jobs.api.errors import RETRY_AFTER_SECONDS
 from jobs.models import Job
 from tests.conftest import token_client
+from tests.faults.proxy import Proxy
 
 from .test_job_routes import assert_error
 
 JOBS = "/api/v1/jobs"
 
 
-class TcpProxy:
-    """Forwards a local port to `upstream` while running; `stop()` closes every socket."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        self.upstream = upstream
-        self.port = 0
-        self._sockets: list[socket.socket] = []
-        self._running = False
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
-        self.port = listener.getsockname()[1]
-        with self._lock:
-            self._running = True
-        self._track(listener)
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-    def stop(self) -> None:
-        with self._lock:
-            self._running = False
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            _close(sock)
-
-    def _track(self, sock: socket.socket) -> bool:
-        """Keep `sock` for `stop()` to close; a socket opened while `stop()` ran (a
-        connection accepted just before its listener closed) is closed at once, not left
-        open for the garbage collector to find in a later test."""
-        with self._lock:
-            if self._running:
-                self._sockets.append(sock)
-                return True
-        _close(sock)
-        return False
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            if not self._track(client):
-                return
-            upstream = socket.create_connection(self.upstream)
-            if not self._track(upstream):
-                return
-            for source, target in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, target: socket.socket) -> None:
-        try:
-            while chunk := source.recv(65536):
-                target.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, target):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-
-def _close(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-    sock.close()
-
-
 @pytest.fixture
-def database_proxy(transactional_db: None) -> Iterator[TcpProxy]:
-    """This test's database connection, through a proxy that the test may stop and restart."""
+def database_proxy(transactional_db: None) -> Iterator[Proxy]:
+    """This test's database connection, through a proxy that the test may cut and restore."""
     settings_dict = connection.settings_dict
     original = settings_dict["HOST"], settings_dict["PORT"]
-    proxy = TcpProxy((original[0] or "127.0.0.1", int(original[1] or 5432)))
-    proxy.start()
+    proxy = Proxy((original[0] or "127.0.0.1", int(original[1] or 5432)))
     connection.close()
     settings_dict["HOST"], settings_dict["PORT"] = "127.0.0.1", str(proxy.port)
     try:
@@ -110,11 +38,11 @@ def database_proxy(transactional_db: None) -> Iterator[TcpProxy]:
     finally:
         connection.close()
         settings_dict["HOST"], settings_dict["PORT"] = original
-        proxy.stop()
+        proxy.close()
 
 
-def back_up(proxy: TcpProxy) -> None:
-    proxy.start()
+def back_up(proxy: Proxy) -> None:
+    proxy.restore()
     # Django's handler drops a connection that failed at the start of the next request; the
     # test client skips that step, so it is taken here.
     close_old_connections()
@@ -131,7 +59,7 @@ def test_api_answers_503_while_the_database_is_down_and_recovers(database_proxy,
     client = token_client(operator)
     assert client.get(JOBS).status_code == 200
 
-    database_proxy.stop()
+    database_proxy.cut()
     assert_unavailable(client.get(JOBS))
     assert_unavailable(client.get(f"{JOBS}/stats"))
     assert_unavailable(
@@ -158,7 +86,7 @@ def test_console_shows_a_503_page_while_the_database_is_down(database_proxy, ope
     browser.force_login(operator)
     assert browser.get("/jobs").status_code == 200
 
-    database_proxy.stop()
+    database_proxy.cut()
     for response in (
         browser.get("/jobs"),
         browser.get("/"),
