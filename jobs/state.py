@@ -32,7 +32,7 @@ from .queue_names import ALL_QUEUES, QueueSelection
 from .recurrence import CronRecurrence, RecurringRun, cron_errors, recurrence_of
 from .registry import HandlerSpec, UnknownJobType, registry
 from .representation import EncodedJob
-from .sql import fetch, query
+from .sql import fetch, fetch_each, query
 
 JobObject = dict[str, Any]
 _NEVER = datetime(1970, 1, 1, tzinfo=UTC)
@@ -407,9 +407,10 @@ def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 1000) -> list[Jo
     """Create many independent jobs, all or none: every spec is validated before anything is
     written (JobValidationError keys are "<index>.<field>"). Their job objects, in order.
 
-    One multi-row INSERT per `batch_size` jobs and one wake-up of the workers per INSERT;
-    each job still has its `job.created`. Inside a caller's transaction they exist only if
-    it commits.
+    One multi-row INSERT per `batch_size` jobs, pipelined (the server writes one batch while
+    this process encodes the next and decodes the last one's jobs), and one wake-up of the
+    workers per INSERT; each job still has its `job.created`. Inside a caller's transaction
+    they exist only if it commits.
     """
     now = timezone.now()
     specs = list(specs)
@@ -424,28 +425,33 @@ def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 1000) -> list[Jo
         errors.update({f"{index}.{key}": value for key, value in _validate(spec, now).items()})
     if errors:
         raise JobValidationError(errors)
+    each_batch = (
+        _create_jobs_params(specs[start : start + batch_size], now)
+        for start in range(0, len(specs), batch_size)
+    )
     created: list[JobObject] = []
     with transaction.atomic():
-        for start in range(0, len(specs), batch_size):
-            jobs = [
-                {
-                    "type": spec.type,
-                    "queue": _queue_of(spec),
-                    "payload": spec.payload,
-                    "priority": spec.priority,
-                    "max_retries": _max_retries(spec),
-                    "run_at": spec.scheduled_at and spec.scheduled_at.isoformat(),
-                    "recur_interval": spec.recur_interval,
-                }
-                for spec in specs[start : start + batch_size]
-            ]
-            rows = fetch(
-                "create_jobs",
-                {"jobs": json.dumps(jobs), "now": now, "channel": RUNNABLE_CHANNEL, "feed": _FEED},
-            )
+        for rows in fetch_each("create_jobs", each_batch):
             created += _job_objects(rows)
         notifier.emit_after_commit([("job.created", job) for job in created])
     return created
+
+
+def _create_jobs_params(specs: Sequence[JobSpec], now: datetime) -> dict[str, Any]:
+    """The parameters of one `create_jobs` statement: its validated jobs as one JSON array."""
+    jobs = [
+        {
+            "type": spec.type,
+            "queue": _queue_of(spec),
+            "payload": spec.payload,
+            "priority": spec.priority,
+            "max_retries": _max_retries(spec),
+            "run_at": spec.scheduled_at and spec.scheduled_at.isoformat(),
+            "recur_interval": spec.recur_interval,
+        }
+        for spec in specs
+    ]
+    return {"jobs": json.dumps(jobs), "now": now, "channel": RUNNABLE_CHANNEL, "feed": _FEED}
 
 
 # --- running jobs ----------------------------------------------------------------------------

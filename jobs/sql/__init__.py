@@ -3,13 +3,15 @@ functions they share in `schema.sql`. Only the core's modules run them (`jobs.st
 `jobs.stats`); everything else calls those modules' named functions."""
 
 import re
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg.rows import dict_row
 
 _QUERY_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -45,18 +47,56 @@ def fetch(name: str, params: Mapping[str, Any], *, prepared: bool = False) -> li
         return _rows(cursor)
 
 
+def fetch_each(
+    name: str, each_params: Iterable[Mapping[str, Any]], *, ahead: int = 2
+) -> Iterator[list[dict[str, Any]]]:
+    """Run the named query once per item of `each_params`, pipelined; each run's rows, in
+    order. For a statement that returns rows, repeated over the chunks of one large write,
+    inside the caller's transaction.
+
+    Up to `ahead` runs wait at the server beyond the one whose rows the caller is reading.
+    One after another, the server would sit idle while this process reads a run's rows and
+    encodes the next one's parameters, and this process while the server runs it; here the
+    two overlap. `each_params` is read (so a chunk encoded) only when its turn to be sent
+    comes."""
+    sql = query(name)
+    db = _ready_database()
+    with db.wrap_database_errors, db.connection.pipeline():
+        sent: deque[psycopg.Cursor[dict[str, Any]]] = deque()
+        for params in each_params:
+            bound = psycopg.Cursor(db.connection, row_factory=dict_row)
+            bound.execute(sql, params, binary=True)
+            sent.append(bound)
+            if len(sent) > ahead:
+                yield _all_rows(sent.popleft())
+        while sent:
+            yield _all_rows(sent.popleft())
+
+
 def _fetch_prepared(sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    # Straight on Django's psycopg connection, with what `connection.cursor()` would check
-    # first (a health check, a connection, no use from async code), but without its cursor
-    # wrapper, which this one statement would not use: a tenth of a single enqueue's Python.
-    # `connections[...]` once: each attribute read through the `connection` proxy looks
-    # the thread's connection up again.
-    db = connections[DEFAULT_DB_ALIAS]
-    db.close_if_health_check_failed()
-    db.ensure_connection()
+    # Straight on Django's psycopg connection, without the cursor wrapper of
+    # `connection.cursor()`, which this one statement would not use: a tenth of a single
+    # enqueue's Python.
+    db = _ready_database()
     with db.wrap_database_errors, psycopg.Cursor(db.connection, row_factory=dict_row) as bound:
         bound.execute(sql, params, binary=True)
         return bound.fetchall() if bound.pgresult and bound.pgresult.nfields else []
+
+
+def _ready_database() -> BaseDatabaseWrapper:
+    """The default database, with what `connection.cursor()` checks first done: a health
+    check, a connection, no use from async code. `connections[...]` once: each attribute
+    read through the `connection` proxy looks the thread's connection up again."""
+    db = connections[DEFAULT_DB_ALIAS]
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    return db
+
+
+def _all_rows(bound: psycopg.Cursor[dict[str, Any]]) -> list[dict[str, Any]]:
+    # In a pipeline the rows are fetched here: until then the cursor has no result.
+    with bound:
+        return bound.fetchall()
 
 
 def _rows(cursor: Any) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from jobs import events, state, stats, webhooks
@@ -84,6 +84,49 @@ def test_a_rolled_back_bulk_creation_leaves_nothing(recorder: Recorder) -> None:
         raise RuntimeError("roll back")
     assert recorder.batches == []
     assert not Job.objects.exists()
+
+
+def test_a_bulk_creation_of_several_statements_keeps_its_order(recorder: Recorder) -> None:
+    """Seven jobs two per statement: four statements, up to three on their way at once."""
+    specs = [state.JobSpec("noop", {"n": n}) for n in range(7)]
+    created = state.enqueue_many(specs, batch_size=2)
+    assert [job["payload"] for job in created] == [{"n": n} for n in range(7)]
+    stored = Job.objects.filter(id__in=[job["id"] for job in created])
+    assert sorted(job.payload["n"] for job in stored) == list(range(7))
+    assert recorder.events == [("job.created", job["id"]) for job in created]
+
+
+@pytest.fixture
+def refused_payload() -> Iterator[dict[str, bool]]:
+    """A database that refuses to store a job whose payload says so, as a constraint would."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " RAISE EXCEPTION 'refused by the database'; END $$;"
+            " CREATE TRIGGER test_refuse BEFORE INSERT ON jobs FOR EACH ROW"
+            " WHEN (NEW.payload ? 'refuse') EXECUTE FUNCTION test_refuse()"
+        )
+    try:
+        yield {"refuse": True}
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER test_refuse ON jobs; DROP FUNCTION test_refuse()")
+
+
+def test_a_bulk_creation_refused_in_a_later_statement_leaves_nothing(
+    recorder: Recorder, refused_payload: dict[str, bool]
+) -> None:
+    """The third of four statements fails while the fourth is already sent: no job of the
+    call is stored or heard of, and the connection serves the next call."""
+    specs = [state.JobSpec("noop", {}) for _ in range(7)]
+    specs[5] = state.JobSpec("noop", refused_payload)
+    with pytest.raises(DatabaseError, match="refused by the database"):
+        state.enqueue_many(specs, batch_size=2)
+    assert not Job.objects.exists()
+    assert recorder.batches == []
+    created = state.enqueue_many([state.JobSpec("noop", {})] * 3, batch_size=2)
+    assert Job.objects.count() == 3
+    assert recorder.events == [("job.created", job["id"]) for job in created]
 
 
 def test_a_failing_subscriber_does_not_silence_the_others(
