@@ -16,6 +16,9 @@ from psycopg.rows import dict_row
 
 _QUERY_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _HERE = Path(__file__).parent
+# Statements `fetch_each` keeps waiting at the server: one is enough to keep it busy while
+# this process reads the last one's rows; the second covers a slow turn of this process.
+_AHEAD = 2
 
 
 @cache
@@ -48,13 +51,13 @@ def fetch(name: str, params: Mapping[str, Any], *, prepared: bool = False) -> li
 
 
 def fetch_each(
-    name: str, each_params: Iterable[Mapping[str, Any]], *, ahead: int = 2
+    name: str, each_params: Iterable[Mapping[str, Any]]
 ) -> Iterator[list[dict[str, Any]]]:
     """Run the named query once per item of `each_params`, pipelined; each run's rows, in
     order. For a statement that returns rows, repeated over the chunks of one large write,
     inside the caller's transaction.
 
-    Up to `ahead` runs wait at the server beyond the one whose rows the caller is reading.
+    Up to `_AHEAD` runs wait at the server beyond the one whose rows the caller is reading.
     One after another, the server would sit idle while this process reads a run's rows and
     encodes the next one's parameters, and this process while the server runs it; here the
     two overlap. `each_params` is read (so a chunk encoded) only when its turn to be sent
@@ -67,7 +70,7 @@ def fetch_each(
             bound = psycopg.Cursor(db.connection, row_factory=dict_row)
             bound.execute(sql, params, binary=True)
             sent.append(bound)
-            if len(sent) > ahead:
+            if len(sent) > _AHEAD:
                 yield _all_rows(sent.popleft())
         while sent:
             yield _all_rows(sent.popleft())
