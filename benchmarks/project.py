@@ -201,6 +201,8 @@ def page_times() -> dict[str, dict[str, Any]]:
         "api_list": (api, "/api/v1/jobs?limit=20"),
         "api_type": (api, "/api/v1/jobs?type=send_email&limit=20"),
         "api_status": (api, "/api/v1/jobs?status=dlq&limit=20"),
+        "api_status_retrying": (api, "/api/v1/jobs?status=failed&limit=20"),
+        "api_status_pending": (api, "/api/v1/jobs?status=pending&limit=20"),
         "api_deep": (api, f"/api/v1/jobs?page={deep}&limit=50"),
         "api_cursor": (api, cursor_list + cursor_at((deep - 1) * 50)),
         "api_cursor_middle": (api, cursor_list + cursor_at(estimated // 2)),

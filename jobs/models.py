@@ -189,7 +189,9 @@ class Job(models.Model):
                 name="jobs_processing_idx",
                 condition=Q(status=JobStatus.PROCESSING),
             ),
-            models.Index(fields=["status", "in_dlq"], name="jobs_status_idx"),
+            models.Index(
+                fields=["status", "in_dlq", "-created_at", "id"], name="jobs_status_created_idx"
+            ),
             models.Index(fields=["-created_at", "id"], name="jobs_created_idx"),
             models.Index(fields=["type", "-created_at"], name="jobs_type_idx"),
             models.Index(fields=["queue", "-created_at"], name="jobs_queue_idx"),
