@@ -60,7 +60,7 @@ from benchmarks.workload import (  # noqa: E402
 from jobs import state, stats  # noqa: E402
 from jobs.api.auth import issue_token  # noqa: E402
 from jobs.api.pagination import encode_cursor  # noqa: E402
-from jobs.filters import DEFAULT_ORDERING  # noqa: E402
+from jobs.filters import DEFAULT_ORDERING, list_order  # noqa: E402
 from jobs.models import Job  # noqa: E402
 from jobs.roles import Role, assign_role  # noqa: E402
 
@@ -212,6 +212,14 @@ def page_times() -> dict[str, dict[str, Any]]:
             "/api/v1/jobs?type=send_email&limit=50&cursor="
             + cursor_at(emails.count() // 2, emails),
         ),
+        "api_sort_priority": (api, "/api/v1/jobs?ordering=priority&limit=20"),
+        "api_sort_attempts": (api, "/api/v1/jobs?ordering=-attempt_count&limit=20"),
+        "api_sort_deadline": (api, "/api/v1/jobs?ordering=virtual_deadline&limit=20"),
+        "api_sort_cursor_middle": (
+            api,
+            "/api/v1/jobs?ordering=-priority&limit=50&cursor="
+            + cursor_at(estimated // 2, ordering="-priority"),
+        ),
         "api_stats": (api, "/api/v1/jobs/stats"),
         "dashboard": (browser, "/"),
         "dlq": (browser, "/dlq"),
@@ -220,6 +228,8 @@ def page_times() -> dict[str, dict[str, Any]]:
         "ledger_dlq": (browser, "/jobs?status=dlq"),
         "admin_jobs": (browser, "/admin/jobs/job/"),
         "admin_dlq": (browser, "/admin/jobs/deadletterjob/"),
+        # The fifth column, priority.
+        "admin_by_priority": (browser, "/admin/jobs/job/?o=4"),
     }
     figures: dict[str, dict[str, Any]] = {"counters": counters_read()}
     for name, (client, url) in pages.items():
@@ -240,13 +250,15 @@ def page_times() -> dict[str, dict[str, Any]]:
     return figures
 
 
-def cursor_at(depth: int, jobs: QuerySet[Job] | None = None) -> str:
-    """The cursor a client walking `next` links holds at `depth` rows into the default list
-    (of `jobs`, a filtered list, when given)."""
-    ordering = (DEFAULT_ORDERING, "id")
+def cursor_at(
+    depth: int, jobs: QuerySet[Job] | None = None, ordering: str = DEFAULT_ORDERING
+) -> str:
+    """The cursor a client walking `next` links holds at `depth` rows into the list in
+    `ordering` (of `jobs`, a filtered list, when given)."""
+    order = tuple(list_order([ordering]))
     listed = Job.objects.all() if jobs is None else jobs
-    row = listed.order_by(*ordering)[depth : depth + 1].first()
-    return "first" if row is None else encode_cursor(row, ordering)
+    row = listed.order_by(*order)[depth : depth + 1].first()
+    return "first" if row is None else encode_cursor(row, order)
 
 
 def counters_read() -> dict[str, Any]:

@@ -48,6 +48,10 @@ PAGES = [
     ("api_status", "GET /api/v1/jobs?status=dlq p95"),
     ("api_status_retrying", "GET /api/v1/jobs?status=failed (waiting for a retry) p95"),
     ("api_status_pending", "GET /api/v1/jobs?status=pending p95"),
+    ("api_sort_priority", "GET /api/v1/jobs?ordering=priority p95"),
+    ("api_sort_attempts", "GET /api/v1/jobs?ordering=-attempt_count p95"),
+    ("api_sort_deadline", "GET /api/v1/jobs?ordering=virtual_deadline p95"),
+    ("api_sort_cursor_middle", "GET /api/v1/jobs?ordering=-priority cursor halfway (limit=50) p95"),
     ("api_deep", "GET /api/v1/jobs deep page (limit=50) p95"),
     ("api_cursor", "GET /api/v1/jobs cursor at the same depth (limit=50) p95"),
     ("api_cursor_middle", "GET /api/v1/jobs cursor at the middle of the list (limit=50) p95"),
@@ -64,6 +68,7 @@ PAGES = [
     ("ledger_dlq", "console Ledger, status=dlq p95"),
     ("admin_jobs", "admin job list p95"),
     ("admin_dlq", "admin dead-letter list p95"),
+    ("admin_by_priority", "admin job list sorted by priority p95"),
 ]
 
 

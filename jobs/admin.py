@@ -10,6 +10,7 @@ user look at jobs, the DLQ, attempts and logs.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -17,6 +18,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import BaseModelAdmin
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -28,7 +30,7 @@ from jobs.registry import registry
 
 from . import queues, state, webhooks
 from .display import job_display_state, shown_json
-from .filters import PRIORITY_CHOICES
+from .filters import PRIORITY_CHOICES, SORT_ORDERS, list_order
 from .models import (
     ApiToken,
     AuditEntry,
@@ -172,6 +174,31 @@ class JobDependencyInline(_ReadOnlyInline):
     fields = readonly_fields = ("depends_on", "created_at")
 
 
+class JobChangeList(ChangeList):
+    """A list of jobs that sorts only by the columns an index holds in order (`sortable_by`),
+    and by those as `GET /jobs` sorts (`jobs.filters.list_order`), so that a page reads the
+    index: with Django's tie-break (`-pk` after the column), a sort by priority over a month
+    of history sorted every job, 0.5 s a page, and a sort by worker 0.54 s."""
+
+    def get_ordering_field(self, field_name: Callable[..., Any] | str) -> Any:
+        # Also for a column asked for by hand in the query string (`?o=`).
+        if self.sortable_by is not None and field_name not in self.sortable_by:
+            return None
+        return super().get_ordering_field(field_name)
+
+    def get_ordering(self, request: HttpRequest, queryset: QuerySet[Any]) -> list[Any]:
+        ordering = super().get_ordering(request, queryset)
+        # Django follows the chosen columns with the admin's own ordering (the queryset's)
+        # and the primary key; `list_order` breaks the ties instead.
+        keys = [key for key in ordering if isinstance(key, str) and key.lstrip("-") != "pk"]
+        default = [str(key) for key in queryset.query.order_by]
+        if len(keys) > len(default) and keys[len(keys) - len(default) :] == default:
+            keys = keys[: len(keys) - len(default)]
+        if keys and all(key.lstrip("-") in SORT_ORDERS for key in keys):
+            return list_order(keys)
+        return ordering
+
+
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
@@ -186,6 +213,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "worker",
     ]
     list_filter = ["status", JobTypeFilter, PriorityFilter, "in_dlq", "recur_interval"]
+    sortable_by = ("id", "priority", "scheduled_at", "created_at")
     search_fields = ("type",)
     search_help_text = "A job's full id, or a job type."
     list_select_related = ("worker",)
@@ -196,6 +224,10 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     paginator = BoundedCountPaginator
     ordering = ("-created_at",)
     inlines = (JobDependencyInline, JobAttemptInline, JobLogInline)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return JobChangeList
+
     fieldsets = (
         (
             None,
@@ -290,6 +322,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 class DeadLetterJobAdmin(JobAdmin):
     list_display = ["id", "type", "priority", "attempts", "error", "updated_at", "created_at"]
     list_filter = [JobTypeFilter, PriorityFilter]
+    sortable_by = ("id", "priority", "updated_at", "created_at")
     ordering = ("-updated_at",)
     actions = ("retry_selected", "purge_selected")
 

@@ -195,8 +195,12 @@ class Job(models.Model):
             models.Index(fields=["-created_at", "id"], name="jobs_created_idx"),
             models.Index(fields=["type", "-created_at"], name="jobs_type_idx"),
             models.Index(fields=["queue", "-created_at"], name="jobs_queue_idx"),
-            models.Index(fields=["priority", "-created_at"], name="jobs_priority_idx"),
-            models.Index(fields=["scheduled_at"], name="jobs_scheduled_idx"),
+            # Sort keys in their list order (`jobs.filters.SORT_ORDERS`), read either way;
+            # each also serves its key's filter.
+            models.Index(fields=["priority", "created_at", "id"], name="jobs_by_priority_idx"),
+            models.Index(
+                fields=["scheduled_at", "created_at", "id"], name="jobs_by_scheduled_at_idx"
+            ),
             models.Index(fields=["updated_at"], name="jobs_updated_idx"),
             models.Index(
                 fields=["completed_at"],

@@ -27,7 +27,9 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Field, Q, QuerySet
+from django.db import connection
+from django.db.models import BooleanField, Field, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.utils.urls import remove_query_param, replace_query_param
@@ -74,7 +76,7 @@ def paginate(
     page_number, limit = page_window(request.query_params)
     cursor = request.query_params.get(CURSOR_PARAM)
     ordering = tuple(str(field) for field in queryset.query.order_by)
-    after = None if cursor is None else _after(cursor, ordering)
+    after = None if cursor is None else after_cursor(cursor, ordering)
     count, exact = bounded_count(queryset)
     url = request.build_absolute_uri()
     if after is not None:
@@ -131,7 +133,7 @@ def _field(row: Job, key: str) -> Any:
     return value if isinstance(value, int) else str(value)
 
 
-def _after(cursor: str, ordering: tuple[str, ...]) -> Q:
+def after_cursor(cursor: str, ordering: tuple[str, ...]) -> Q:
     """The rows after the cursor's row in `ordering` (Q() for `first`)."""
     if cursor == FIRST:
         return Q()
@@ -167,6 +169,26 @@ def _model_field(key: str) -> Field[Any, Any]:
 def _keyset(keys: list[tuple[str, Any]]) -> Q:
     """Rows strictly after (v1, v2, ...) in the order of keys (`-` = descending). Every
     ordering field is NOT NULL, so plain comparisons order them as PostgreSQL does."""
+    if len({key.startswith("-") for key, _ in keys}) == 1:
+        # Keys all one way (a sort key's own order, `jobs.filters.SORT_ORDERS`): the rows
+        # after are one range of the index in that order, which PostgreSQL reads from the
+        # cursor on for a row comparison. For the OR below it reads from the start of the
+        # first key's value: halfway down a list sorted by priority, 0.16 s over a month of
+        # history.
+        quote = connection.ops.quote_name
+        columns = ", ".join(
+            f"{quote(Job._meta.db_table)}.{quote(str(_model_field(key).column))}" for key, _ in keys
+        )
+        operator = "<" if keys[0][0].startswith("-") else ">"
+        placeholders = ", ".join(["%s"] * len(keys))
+        # The columns are the model's own, the values parameters.
+        return Q(
+            RawSQL(  # noqa: S611
+                f"({columns}) {operator} ({placeholders})",
+                [value for _, value in keys],
+                output_field=BooleanField(),
+            )
+        )
     after = Q(pk__in=[])
     equal_before = Q()
     for key, value in keys:

@@ -183,6 +183,35 @@ def test_ties_are_broken_by_id_so_pages_are_stable(viewer_client, job_row):
     assert [job_id for page in pages for job_id in page] == [str(job.id) for job in jobs]
 
 
+@pytest.mark.parametrize("field", ["priority", "attempt_count", "max_retries", "scheduled_at"])
+def test_equal_keys_list_oldest_first_and_descending_is_the_exact_reverse(
+    viewer_client, job_row, field
+):
+    low, high = {"scheduled_at": (T0, T0 + HOUR)}.get(field, (1, 2))
+    # Two jobs of the same instant on each key, so that only the id tells them apart.
+    jobs = [
+        job_row(**{field: key, "created_at": T0 + created * HOUR})
+        for key in (high, low)
+        for created in (1, 0, 1)
+    ]
+    ascending = sorted(jobs, key=lambda job: (getattr(job, field), job.created_at, str(job.id)))
+    assert ids(viewer_client.get(JOBS, {"ordering": field})) == [str(job.id) for job in ascending]
+    assert ids(viewer_client.get(JOBS, {"ordering": f"-{field}"})) == [
+        str(job.id) for job in reversed(ascending)
+    ]
+
+
+def test_the_default_list_breaks_equal_times_by_id_and_created_at_is_its_reverse(
+    viewer_client, job_row
+):
+    jobs = [job_row(created_at=T0 + created * HOUR) for created in (1, 0, 1, 0)]
+    newest_first = sorted(jobs, key=lambda job: (-job.created_at.timestamp(), str(job.id)))
+    assert ids(viewer_client.get(JOBS)) == [str(job.id) for job in newest_first]
+    assert ids(viewer_client.get(JOBS, {"ordering": "created_at"})) == [
+        str(job.id) for job in reversed(newest_first)
+    ]
+
+
 def link(url):
     parts = urlsplit(url)
     assert (parts.scheme, parts.netloc) == ("http", "testserver")
@@ -271,10 +300,21 @@ def walk(client, params):
         response = client.get(body["next"])
 
 
-@pytest.mark.parametrize(
-    "ordering",
-    ["-created_at", "created_at", "scheduled_at", "-scheduled_at", "priority", "virtual_deadline"],
-)
+# Each list's whole order: its key, then the ties oldest first (newest first descending),
+# then the id; the default list newest first, equal times by id.
+WHOLE_ORDERS = {
+    "-created_at": ("-created_at", "id"),
+    "created_at": ("created_at", "-id"),
+    "scheduled_at": ("scheduled_at", "created_at", "id"),
+    "-scheduled_at": ("-scheduled_at", "-created_at", "-id"),
+    "priority": ("priority", "created_at", "id"),
+    "-priority": ("-priority", "-created_at", "-id"),
+    "virtual_deadline": ("virtual_deadline", "created_at", "id"),
+    "-virtual_deadline": ("-virtual_deadline", "-created_at", "-id"),
+}
+
+
+@pytest.mark.parametrize("ordering", WHOLE_ORDERS)
 def test_a_cursor_walk_sees_each_row_once_while_rows_are_inserted(viewer_client, job_row, ordering):
     def row(created_at, scheduled_at, priority):
         return job_row(created_at=created_at, scheduled_at=scheduled_at, priority=priority)
@@ -296,7 +336,9 @@ def test_a_cursor_walk_sees_each_row_once_while_rows_are_inserted(viewer_client,
     assert len(seen) == len(set(seen))
     assert {str(job.id) for job in existing} <= set(seen)
     # The walk is in the list's own order.
-    everything = [str(i) for i in Job.objects.order_by(ordering, "id").values_list("id", flat=True)]
+    everything = [
+        str(i) for i in Job.objects.order_by(*WHOLE_ORDERS[ordering]).values_list("id", flat=True)
+    ]
     assert seen == [job_id for job_id in everything if job_id in set(seen)]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -115,6 +116,42 @@ def test_the_job_lists_never_count_or_scan_every_job(
         assert unbounded == [], url
         assert [sql for sql in over_jobs if "DISTINCT" in sql] == [], url
     assert "noop" in superuser_client.get(JOBS).content.decode()
+
+
+def listed_ids(page: str) -> list[str]:
+    return re.findall(r'href="/admin/jobs/job/([0-9a-f-]{36})/change/', page)
+
+
+def test_the_job_list_sorts_as_the_api_does_and_only_by_indexed_columns(
+    superuser_client: Client, worker: Worker
+) -> None:
+    """Sorted by a column, ties go oldest first and the descending sort is the exact
+    reverse, so that each sort reads its index in order (`jobs.filters.SORT_ORDERS`): with
+    Django's own tie-break, a sort by priority over a month of history took 0.5 s a page.
+    A column without such an index does not sort."""
+    jobs = [
+        state.enqueue("noop", {"n": n}, priority=priority)
+        for n, priority in enumerate([2, 1, 2, 1])
+    ]
+    ascending = [
+        job["id"] for job in sorted(jobs, key=lambda job: (job["priority"], job["created_at"]))
+    ]
+    column = 1 + ["type", "queue", "status_label", "priority"].index("priority")
+    assert listed_ids(superuser_client.get(f"{JOBS}?o={column}").content.decode()) == ascending
+    page = superuser_client.get(f"{JOBS}?o=-{column}").content.decode()
+    assert listed_ids(page) == ascending[::-1]
+    for sortable in ("id", "priority", "scheduled_at", "created_at"):
+        assert f'class="sortable column-{sortable}' in page, sortable
+    for fixed in ("type", "queue", "status_label", "attempts", "worker"):
+        assert f'class="column-{fixed}"' in page, fixed
+    # Nor by hand: the type column asked for in the query string leaves the list as it is.
+    by_type = superuser_client.get(f"{JOBS}?o=-1").content.decode()
+    newest_first = [job["id"] for job in sorted(jobs, key=lambda job: job["created_at"])][::-1]
+    assert listed_ids(by_type) == newest_first
+    to_dlq(worker)
+    dlq_page = superuser_client.get(DLQ).content.decode()
+    assert 'class="sortable column-priority' in dlq_page
+    assert 'class="column-attempts"' in dlq_page
 
 
 def test_a_job_page_is_read_only_with_attempts_and_logs(
