@@ -181,7 +181,10 @@ class JobFilter(django_filters.FilterSet):
     updated_after = _after("updated_at")
     ordering = django_filters.OrderingFilter(
         fields=ORDERING_FIELDS,
-        label="Sort key, `-` prefix for descending; default -created_at",
+        label=(
+            "Sort key, `-` prefix for descending (the exact reverse: equal keys oldest first"
+            " ascending, newest first descending); default -created_at"
+        ),
         error_messages=_one_of(list(ORDERING_FIELDS), "(`-` prefix for descending)"),
     )
 
