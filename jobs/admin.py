@@ -224,10 +224,6 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     paginator = BoundedCountPaginator
     ordering = ("-created_at",)
     inlines = (JobDependencyInline, JobAttemptInline, JobLogInline)
-
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return JobChangeList
-
     fieldsets = (
         (
             None,
@@ -277,6 +273,9 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             },
         ),
     )
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return JobChangeList
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
         # Everything: an edit here would bypass the state machine.
