@@ -47,32 +47,43 @@ def _reject_constant(name: str) -> None:
 
 def _walk(value: Any, max_depth: int, nul: bool) -> Iterator[tuple[str, str]]:
     """(path, problem) for each limit `value` breaks, iteratively (never recursing); NUL is
-    only looked for when `nul`."""
-    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    only looked for when `nul`. A path is kept as its keys and indexes and written out only
+    for a problem: writing each key's path as the walk passed it was most of the walk."""
+    stack: list[tuple[Any, int, tuple[str | int, ...]]] = [(value, 1, ())]
     while stack:
         item, depth, path = stack.pop()
         if isinstance(item, str):
-            yield from _string_problems(item, path, nul)
+            for problem in _string_problems(item, nul):
+                yield _written(path), problem
             continue
         if not isinstance(item, dict | list):
             continue
         if depth > max_depth:
-            yield path, f"nests more than {max_depth} arrays and objects"
+            yield _written(path), f"nests more than {max_depth} arrays and objects"
             continue
         if isinstance(item, list):
-            stack.extend((child, depth + 1, f"{path}[{index}]") for index, child in enumerate(item))
+            stack.extend((child, depth + 1, (*path, index)) for index, child in enumerate(item))
             continue
         for key, child in item.items():
-            key_path = f"{path}.{printable(key)}"
-            yield from _string_problems(key, key_path + " (key)", nul)
-            stack.append((child, depth + 1, key_path))
+            for problem in _string_problems(key, nul):
+                yield _written((*path, key)) + " (key)", problem
+            stack.append((child, depth + 1, (*path, key)))
 
 
-def _string_problems(text: str, path: str, nul: bool) -> Iterator[tuple[str, str]]:
-    if nul and "\x00" in text:
-        yield path, "holds the NUL character \\u0000, which cannot be stored"
+def _written(path: tuple[str | int, ...]) -> str:
+    """`.name[0].key`: keys after a dot, escaped (`printable`), indexes in brackets."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{printable(part)}" for part in path)
+
+
+_NUL_PROBLEM = "holds the NUL character \\u0000, which cannot be stored"
+_SURROGATE_PROBLEM = "holds a lone UTF-16 surrogate (such as \\ud800), which is not Unicode"
+
+
+def _string_problems(text: str, nul: bool) -> tuple[str, ...]:
+    has_nul = nul and "\x00" in text
     if _SURROGATE.search(text):
-        yield path, "holds a lone UTF-16 surrogate (such as \\ud800), which is not Unicode"
+        return (_NUL_PROBLEM, _SURROGATE_PROBLEM) if has_nul else (_SURROGATE_PROBLEM,)
+    return (_NUL_PROBLEM,) if has_nul else ()
 
 
 def json_errors(

@@ -83,6 +83,10 @@ class JobContext(Generic[PayloadT]):
 _CANCEL_EVENTS = threading.Lock()
 
 
+# The payload schema of a type that declares none: any JSON object.
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
 class UnknownJobType(LookupError):
     pass
 
@@ -106,6 +110,10 @@ class HandlerSpec:
     def payload_errors(self, payload: Any) -> dict[str, list[str]]:
         """Field path ("payload.to") -> messages; empty when the payload fits the schema
         (and, for a declared type, when pydantic makes one of it: its validators too)."""
+        if self.adapter is None and self.schema == ANY_OBJECT and isinstance(payload, dict):
+            # Most types declare no schema. Running the validator anyway to learn that an
+            # object is an object was a tenth of a single enqueue's CPU.
+            return {}
         errors: dict[str, list[str]] = {}
         for error in sorted(self.validator.iter_errors(payload), key=lambda e: list(e.path)):
             for path, message in _describe(error):
@@ -215,7 +223,7 @@ class HandlerRegistry:
         """`schema`: a JSON schema (a dict), or a type to derive it from (`derive_schema`)."""
         adapter = None
         if schema is None or isinstance(schema, dict):
-            payload_schema = schema or {"type": "object"}
+            payload_schema = schema or dict(ANY_OBJECT)
         else:
             payload_schema, adapter = derive_schema(schema)
         Draft202012Validator.check_schema(payload_schema)

@@ -39,6 +39,15 @@ def test_any_instant_in_range_with_any_offset_leaves_room_for_its_deadline():
         ({"k\x00": 1}, ["payload.k\\u0000 (key) holds the NUL character"]),
         ({"a": ["\ud800"]}, ["payload.a[0] holds a lone UTF-16 surrogate"]),
         ({"a": {"b": {}}}, ["payload.a.b nests more than 2 arrays and objects"]),
+        (
+            {"a": ["x", "\ud800\x00"], "b\x00": "\x00"},
+            [
+                "payload.a[1] holds a lone UTF-16 surrogate",
+                "payload.a[1] holds the NUL character",
+                "payload.b\\u0000 holds the NUL character",
+                "payload.b\\u0000 (key) holds the NUL character",
+            ],
+        ),
     ],
 )
 def test_json_errors_name_the_path_of_each_problem(value, found):

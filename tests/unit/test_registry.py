@@ -6,9 +6,10 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import AfterValidator
 
 from jobs.registry import HandlerRegistry, HandlerSpec, JobContext
 from tests.handlers_app.handlers import MailArgs, ReportArgs, ResizeArgs, Size
@@ -121,3 +122,25 @@ def test_a_type_that_contains_itself_or_is_no_object_is_refused() -> None:
         typed_spec("tree", Tree)
     with pytest.raises(ValueError, match="not a JSON object"):
         typed_spec("number", int)
+
+
+def test_a_type_without_a_schema_takes_any_object_and_only_objects() -> None:
+    registry = HandlerRegistry()
+    registry.register("free")(lambda job: None)
+    free = registry.get("free")
+    assert free.schema == {"type": "object"}
+    assert free.payload_errors({}) == {}
+    assert free.payload_errors({"anything": [1, {"nested": None}]}) == {}
+    assert free.payload_errors([1]) == {"payload": ["[1] is not of type 'object'"]}
+
+
+def test_a_declared_type_that_takes_any_object_still_runs_its_validators() -> None:
+    def no_spaces(value: dict[str, Any]) -> dict[str, Any]:
+        if any(" " in key for key in value):
+            raise ValueError("no spaces in a key")
+        return value
+
+    checked = typed_spec("checked", Annotated[dict[str, Any], AfterValidator(no_spaces)])
+    assert checked.schema == {"type": "object", "additionalProperties": True}
+    assert checked.payload_errors({"a b": 1}) == {"payload": ["Value error, no spaces in a key"]}
+    assert checked.payload_errors({"ab": 1}) == {}
