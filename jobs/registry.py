@@ -15,6 +15,13 @@ any installed app's `handlers.py`, which `jobs.apps` discovers at start-up:
 A schema may also be declared as a type (a dataclass, a TypedDict or a pydantic model):
 its JSON schema is derived with pydantic, payloads are checked against that schema, then
 by pydantic, and the handler's `job.payload` is an instance of the type.
+
+Two implementations of one JSON Schema: jsonschema-rs answers first, and a payload it finds
+fitting is taken (0.3 us for a typical payload, where jsonschema took 30 us: 80 us of an
+enqueue's CPU between its round trips); any other is judged by jsonschema and worded from
+its errors, as before (`_describe` reads their keywords). A payload jsonschema-rs cannot read
+(a Python value JSON has no type for, a key that is not a string), or a schema it cannot
+build, is left to jsonschema.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from importlib import import_module
 from typing import Any, Generic
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator, ValidationError
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PayloadTypeError
@@ -83,10 +91,6 @@ class JobContext(Generic[PayloadT]):
 _CANCEL_EVENTS = threading.Lock()
 
 
-# The payload schema of a type that declares none: any JSON object.
-ANY_OBJECT: dict[str, Any] = {"type": "object"}
-
-
 class UnknownJobType(LookupError):
     pass
 
@@ -104,20 +108,21 @@ class HandlerSpec:
     # The queue its jobs go to when the caller names none (None: `default`).
     queue: str | None = None
     validator: Draft202012Validator = field(repr=False, compare=False, default=None)
+    # Says quickly that a payload fits the schema (None: it could not be built); see above.
+    checker: jsonschema_rs.Draft202012Validator | None = field(
+        repr=False, compare=False, default=None
+    )
     # The payload's declared type, when the schema was declared as one (`payload_type`).
     adapter: TypeAdapter[Any] | None = field(repr=False, compare=False, default=None)
 
     def payload_errors(self, payload: Any) -> dict[str, list[str]]:
         """Field path ("payload.to") -> messages; empty when the payload fits the schema
         (and, for a declared type, when pydantic makes one of it: its validators too)."""
-        if self.adapter is None and self.schema == ANY_OBJECT and isinstance(payload, dict):
-            # Most types declare no schema. Running the validator anyway to learn that an
-            # object is an object was a tenth of a single enqueue's CPU.
-            return {}
         errors: dict[str, list[str]] = {}
-        for error in sorted(self.validator.iter_errors(payload), key=lambda e: list(e.path)):
-            for path, message in _describe(error):
-                _add(errors, path, message)
+        if not self._fits(payload):
+            for error in sorted(self.validator.iter_errors(payload), key=lambda e: list(e.path)):
+                for path, message in _describe(error):
+                    _add(errors, path, message)
         if not errors and self.adapter is not None:
             try:
                 self.adapter.validate_python(payload)
@@ -126,11 +131,28 @@ class HandlerSpec:
                     _add(errors, path, message)
         return errors
 
+    def _fits(self, payload: Any) -> bool:
+        if self.checker is None:
+            return False
+        try:
+            return self.checker.is_valid(payload)
+        except ValueError:  # a value JSON has no type for, a key that is not a string
+            return False
+
     def run(self, job: JobContext[Any]) -> Any:
         """Call the handler; a declared type's handler gets its payload as that type."""
         if self.adapter is not None:
             job = replace(job, payload=self.adapter.validate_python(job.payload))
         return self.func(job)
+
+
+def _checker(schema: dict[str, Any]) -> jsonschema_rs.Draft202012Validator | None:
+    """jsonschema-rs's validator of `schema`; None when it cannot build one (a `$ref` to
+    another document: it would fetch it, jsonschema never does)."""
+    try:
+        return jsonschema_rs.Draft202012Validator(schema, offline=True)
+    except ValueError:
+        return None
 
 
 def _add(errors: dict[str, list[str]], path: Iterable[str], message: str) -> None:
@@ -223,7 +245,7 @@ class HandlerRegistry:
         """`schema`: a JSON schema (a dict), or a type to derive it from (`derive_schema`)."""
         adapter = None
         if schema is None or isinstance(schema, dict):
-            payload_schema = schema or dict(ANY_OBJECT)
+            payload_schema = schema or {"type": "object"}
         else:
             payload_schema, adapter = derive_schema(schema)
         Draft202012Validator.check_schema(payload_schema)
@@ -242,6 +264,7 @@ class HandlerRegistry:
                 inline=inline,
                 queue=queue,
                 validator=Draft202012Validator(payload_schema),
+                checker=_checker(payload_schema),
                 adapter=adapter,
             )
             return func

@@ -6,6 +6,7 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any
 
 import pytest
@@ -144,3 +145,11 @@ def test_a_declared_type_that_takes_any_object_still_runs_its_validators() -> No
     assert checked.schema == {"type": "object", "additionalProperties": True}
     assert checked.payload_errors({"a b": 1}) == {"payload": ["Value error, no spaces in a key"]}
     assert checked.payload_errors({"ab": 1}) == {}
+
+
+def test_a_value_json_has_no_type_for_is_judged_and_worded_as_before() -> None:
+    # A Python caller's datetime: jsonschema-rs cannot read it, jsonschema names it.
+    errors = spec().payload_errors({"to": "a@b", "subject": datetime(2026, 1, 1)})
+    assert errors == {
+        "payload.subject": ["datetime.datetime(2026, 1, 1, 0, 0) is not of type 'string'"]
+    }
