@@ -14,7 +14,9 @@ any installed app's `handlers.py`, which `jobs.apps` discovers at start-up:
 
 A schema may also be declared as a type (a dataclass, a TypedDict or a pydantic model):
 its JSON schema is derived with pydantic, payloads are checked against that schema, then
-by pydantic, and the handler's `job.payload` is an instance of the type.
+by pydantic, and the handler's `job.payload` is an instance of the type. pydantic is
+imported with the first such type (`derive_schema`): 0.08 s of every process's start
+(each worker, each `manage.py` command) that declares none.
 
 Two implementations of one JSON Schema: jsonschema-rs answers first, and a payload it finds
 fitting is taken (0.3 us for a typical payload, where jsonschema took 30 us: 80 us of an
@@ -33,15 +35,17 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from importlib import import_module
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 import jsonschema_rs
 from jsonschema import Draft202012Validator, ValidationError
-from pydantic import TypeAdapter
-from pydantic import ValidationError as PayloadTypeError
 from typing_extensions import TypeVar
 
 from .queue_names import name_errors as queue_name_errors
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+    from pydantic import ValidationError as PayloadTypeError
 
 HandlerFunc = Callable[..., Any]
 PayloadT = TypeVar("PayloadT", default=dict[str, Any])
@@ -124,6 +128,8 @@ class HandlerSpec:
                 for path, message in _describe(error):
                     _add(errors, path, message)
         if not errors and self.adapter is not None:
+            from pydantic import ValidationError as PayloadTypeError  # loaded: see the top
+
             try:
                 self.adapter.validate_python(payload)
             except PayloadTypeError as error:
@@ -204,6 +210,8 @@ def derive_schema(payload_type: Any) -> tuple[dict[str, Any], TypeAdapter[Any]]:
     """The JSON schema of a payload declared as a type, with its `$defs` written in place:
     the schema is embedded in the OpenAPI document, where `#/$defs/...` would point at the
     document's root. A type that contains itself cannot be written out and is refused."""
+    from pydantic import TypeAdapter  # see the top: only for a declared type
+
     adapter: TypeAdapter[Any] = TypeAdapter(payload_type)
     schema = adapter.json_schema()
     definitions = schema.pop("$defs", {})

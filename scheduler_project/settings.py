@@ -82,7 +82,8 @@ DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/sched
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 INSTALLED_APPS = [
-    "daphne",
+    # daphne's `runserver` (ASGI), first so that it wins over staticfiles'.
+    "scheduler_project.daphne_app.DaphneConfig",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
