@@ -183,7 +183,10 @@ class JobFilter(django_filters.FilterSet):
         fields=ORDERING_FIELDS,
         label=(
             "Sort key, `-` prefix for descending (the exact reverse: equal keys oldest first"
-            " ascending, newest first descending); default -created_at"
+            " ascending, newest first descending); default -created_at. created_at,"
+            " scheduled_at and priority read a page from an index; attempt_count,"
+            " max_retries and virtual_deadline sort every job the filters match (over a"
+            " million jobs, about 0.15 s a page: narrow the list with a filter)"
         ),
         error_messages=_one_of(list(ORDERING_FIELDS), "(`-` prefix for descending)"),
     )
