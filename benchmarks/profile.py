@@ -8,15 +8,18 @@ database. Two parts, both on the product as it ships:
 - enqueue: `jobs.state.enqueue()` ENQUEUES times, then `enqueue_many()` of ten times as
   many jobs, under cProfile, split into validation, the statement's round trips, decoding
   the job objects, the after-commit subscribers, and the rest;
-- worker: a `runworker` subprocess drains JOBS no-op jobs while py-spy samples all of its
-  threads (idle included, so it is wall time); the loop thread's samples are split into
-  claim, complete and events (each into waiting on PostgreSQL or Redis and Python), the
-  handler threads' into running handlers, and the rest of the loop.
+- worker: a `runworker` subprocess drains JOBS no-op jobs while py-spy samples its threads
+  on the CPU (not pausing it); the samples are split by the part of a job's life each
+  thread serves (claim, run, complete, events, the loop's own work) and by layer (our
+  Python, psycopg, redis-py), as shares of the process's CPU over the drain from /proc,
+  beside the CPU of PostgreSQL's processes over the same drain: on two cores, the CPU a
+  job costs both sides is what bounds the drain.
 """
 
 from __future__ import annotations
 
 import cProfile
+import os
 import pstats
 import signal
 import subprocess
@@ -24,6 +27,8 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+from django.db import connection
 
 from benchmarks.probes import wait_start
 from benchmarks.project import TUNED_FLAGS, Project
@@ -36,9 +41,11 @@ RATE = 500
 # cProfile function names (file suffix, function) of the parts of creating jobs.
 ENQUEUE_PARTS = [
     ("validate the job", "jobs/state.py", "_validate"),
-    # psycopg's own execute: under Django's cursor, or under the server-binding one that
-    # runs the prepared statements (`jobs.sql.fetch(prepared=True)`).
-    ("the INSERT statement and its commit (round trips)", "psycopg/cursor.py", "execute"),
+    # psycopg sends a statement and waits for its result inside `Connection.wait`, whatever
+    # runs it: Django's cursor, the server-binding one of the prepared statements
+    # (`jobs.sql.fetch(prepared=True)`), or the pipeline of `enqueue_many` (whose cursors'
+    # `execute` only queues the statement), and the COMMIT of a transaction.
+    ("the INSERT statements and their commit (round trips)", "psycopg/connection.py", "wait"),
     ("decode the job object", "jobs/representation.py", "__init__"),
     ("after commit: job.created queued for the publisher", "jobs/events.py", "publish_batch"),
     ("after commit: stats.updated marked changed", "jobs/stats.py", "count_batch"),
@@ -77,57 +84,102 @@ def profile_enqueue(count: int, batch: bool = False) -> list[tuple[str, float]]:
     return parts
 
 
-# Leaf functions of a thread that waits (in C: a lock, a queue, a socket, a sleep) rather
-# than works. py-spy names frames "Class.method (path/file.py:line)".
-WAITING = {"_serve", "_receive", "wait", "_wait_for_tstate_lock", "get", "select", "sleep"}
+# The part of a job's life each of the worker's threads serves, by thread name (the names
+# `worker/` and `jobs/` give their threads); frames under the after-commit notifier are
+# events on any thread, and the loop's own claims (an idle worker's) are claims.
+THREAD_STAGES = {
+    "MainThread": "loop",
+    "claimer": "claim",
+    "completer": "complete",
+    "event-publisher": "events",
+    "stats": "events",
+    "listener": "wake-up",
+}
+STAGES = ("claim", "run", "complete", "events", "loop", "wake-up", "other")
+STAGE_LABELS = {
+    "claim": "claim (the loop's and the claimer's)",
+    "run": "run: handler threads (hand-off, context, the handler, its result)",
+    "complete": "complete (the completer)",
+    "events": "events (job.* and stats.updated to Redis)",
+    "loop": "loop: scheduling, bookkeeping",
+    "wake-up": "wake-up listener",
+    "other": "maintenance units, heartbeat",
+}
+# The layer a sampled stack is in: the drivers' frames (psycopg, redis-py) or ours.
+LAYERS = (("psycopg/", "psycopg"), ("redis/", "redis-py"))
 
 
-def _function(frame: str) -> str:
-    return frame.split(" (")[0].rsplit(".", 1)[-1]
+def _function(frame: str) -> tuple[str, str]:
+    """(function, file) of a py-spy frame, which reads "Class.method (path/file.py:line)"."""
+    name, _, where = frame.partition(" (")
+    return name.rsplit(".", 1)[-1], where.rpartition(":")[0]
 
 
-def bucket(stack: list[str]) -> str | None:
-    """The part of a job's life a sampled stack (outermost first) belongs to; None for a
-    thread other than the loop that is waiting."""
+def stage(thread: str, stack: list[str]) -> str:
+    """The part of a job's life a sampled stack (outermost frame first) of `thread` serves."""
+    frames = {_function(frame) for frame in stack}
+    if ("deliver", "jobs/notifier.py") in frames:
+        return "events"
+    if ("claim", "jobs/state.py") in frames:
+        return "claim"
+    if thread.startswith("handler-"):
+        return "run"
+    return THREAD_STAGES.get(thread, "other")
+
+
+def layer(stack: list[str]) -> str:
     text = ";".join(stack)
-    waiting = _function(stack[-1]) in WAITING
-    if "runworker.py" not in text:
-        if waiting:
-            return None
-        if "processor.py" in text:
-            return "run: handler threads (hand-off, context, the handler, its result)"
-        return "other threads (listener, heartbeat) working"
-    waiting_db = "psycopg/" in text or "_commit (" in text
-    for frame in reversed(stack):
-        function, in_file = _function(frame), frame.partition(" (")[2]
-        if function == "deliver" and in_file.startswith("jobs/notifier.py"):
-            return "events: Redis round trips" if "redis/" in text else "events: Python"
-        if function in ("claim", "complete") and in_file.startswith("jobs/state.py"):
-            return f"{function}: PostgreSQL round trips" if waiting_db else f"{function}: Python"
-    if waiting:
-        return "loop: waiting (for work, for handler threads)"
-    return "loop: other Python (scheduling, bookkeeping)"
+    return next((name for marker, name in LAYERS if marker in text), "Python")
 
 
-def read_raw(path: Path) -> tuple[Counter[str], int]:
-    """py-spy's raw output (one `thread;frame;...;frame count` line per distinct stack):
-    samples per part, and how many samples the loop thread got (its wall time)."""
-    parts: Counter[str] = Counter()
-    loop = 0
+def read_raw(path: Path) -> Counter[tuple[str, str]]:
+    """py-spy's raw output (one `thread (tid): name;frame;...;frame count` line per distinct
+    stack): samples per (stage, layer)."""
+    samples: Counter[tuple[str, str]] = Counter()
     for line in path.read_text().splitlines():
         stack_text, _, count = line.rpartition(" ")
         if not stack_text:
             continue
-        stack = stack_text.split(";")
-        if "runworker.py" in stack_text:
-            loop += int(count)
-        part = bucket(stack)
-        if part is not None:
-            parts[part] += int(count)
-    return parts, loop
+        thread, *stack = stack_text.split(";")
+        name = thread.partition(": ")[2]
+        samples[stage(name, stack), layer(stack)] += int(count)
+    return samples
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU each live process of `pids` (its threads included) has used."""
+    used = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except FileNotFoundError:
+            continue  # ended: what it used since the last reading is not counted
+        used[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+
+
+def server_processes() -> list[int]:
+    """The PostgreSQL server's processes that work for the benchmark's database: its
+    backends but this process's own, and the background ones (WAL writer, checkpointer,
+    autovacuum)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE (datname = current_database() OR backend_type <> 'client backend')"
+            " AND pid <> pg_backend_pid()"
+        )
+        return [pid for (pid,) in cursor.fetchall()]
+
+
+def used_since(before: dict[int, float], pids: list[int]) -> float:
+    """CPU seconds `pids` used since `before` (a process started since: all of its)."""
+    return sum(now - before.get(pid, 0.0) for pid, now in cpu_seconds(pids).items())
 
 
 def profile_worker(jobs: int, variant: str) -> tuple[list[tuple[str, float]], float]:
+    """CPU per job of a `runworker` draining `jobs` no-op jobs: its threads' share by part
+    (py-spy, on-CPU samples only), scaled to the process's CPU from /proc, and the CPU of
+    PostgreSQL's processes beside it."""
     project = Project()
     project.prepare()
     key = "bench:profile"
@@ -136,13 +188,15 @@ def profile_worker(jobs: int, variant: str) -> tuple[list[tuple[str, float]], fl
     try:
         project.enqueue_probe({"key": key, "n": 0})
         wait_start(project.redis_url, key, WORKER_START_TIMEOUT)
+        # Not blocking: py-spy's default pauses the process at every sample, which drained
+        # a quarter as fast as without it.
         spy = subprocess.Popen(  # noqa: S603 - py-spy of .bench, fixed arguments
             [
                 str(PY_SPY),
                 "record",
                 "--pid",
                 str(worker.pid),
-                "--idle",
+                "--nonblocking",
                 "--threads",
                 "--rate",
                 str(RATE),
@@ -154,23 +208,37 @@ def profile_worker(jobs: int, variant: str) -> tuple[list[tuple[str, float]], fl
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        recording = time.perf_counter()
         time.sleep(1.0)
+        worker_before = cpu_seconds([worker.pid])
+        # The claimer's and the completer's connections open during the drain.
+        server_before = cpu_seconds(server_processes())
         started = time.perf_counter()
         project.enqueue_batch(jobs)
         while project.finished() < jobs:
             time.sleep(0.02)
         drained = time.perf_counter()
+        worker_cpu = used_since(worker_before, [worker.pid])
+        server_cpu = used_since(server_before, list(set(server_before) | set(server_processes())))
         spy.send_signal(signal.SIGINT)
-        window = time.perf_counter() - recording
         spy.wait(60)
     finally:
         stop_worker(worker)
-    samples, loop = read_raw(raw)
-    # py-spy falls behind its rate with many threads: scale by the loop thread's samples,
-    # which cover the whole window.
-    per_sample = window / max(loop, 1) / jobs * 1e6
-    parts = sorted(((name, n * per_sample) for name, n in samples.items()), key=lambda p: -p[1])
+    samples = read_raw(raw)
+    total = max(sum(samples.values()), 1)
+    per_job = worker_cpu / jobs * 1e6
+    parts = [
+        (f"{STAGE_LABELS[name]}: {layer_name}", samples[name, layer_name] / total * per_job)
+        for name in STAGES
+        for layer_name in ("Python", *(name for _, name in LAYERS))
+        if samples[name, layer_name]
+    ]
+    parts += [
+        ("the worker process, all threads (/proc)", per_job),
+        (
+            "PostgreSQL: the database's backends, the background processes (/proc)",
+            server_cpu / jobs * 1e6,
+        ),
+    ]
     project.prepare()
     return parts, jobs / (drained - started)
 
@@ -197,8 +265,7 @@ def main(argv: list[str]) -> None:
         parts, rate = profile_worker(jobs, variant)
         flags = " ".join(TUNED_FLAGS) if variant == "tuned" else "no flags"
         lines += render(
-            f"`runworker` ({flags}), {jobs:,} no-op jobs, {rate:,.0f} jobs/s while sampled,"
-            " worker threads' wall time",
+            f"`runworker` ({flags}), {jobs:,} no-op jobs, {rate:,.0f} jobs/s while sampled, CPU",
             parts,
         )
     print("\n".join(lines))
