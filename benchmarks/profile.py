@@ -36,7 +36,7 @@ from benchmarks.workload import WORKER_START_TIMEOUT, stop_worker
 from jobs import state
 
 PY_SPY = Path(__file__).resolve().parent.parent / ".bench" / "peers" / "bin" / "py-spy"
-RATE = 500
+RATE = 1000
 
 # cProfile function names (file suffix, function) of the parts of creating jobs.
 ENQUEUE_PARTS = [
@@ -197,6 +197,7 @@ def profile_worker(jobs: int, variant: str) -> tuple[list[tuple[str, float]], fl
                 "--pid",
                 str(worker.pid),
                 "--nonblocking",
+                "--gil",
                 "--threads",
                 "--rate",
                 str(RATE),
