@@ -3,6 +3,7 @@ pytest process registers the same handlers through the `test_handlers` fixture."
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from collections import Counter
@@ -110,6 +111,12 @@ def echo(job: JobContext) -> Any:
     return job.payload.get("value")
 
 
+def gc_reach(job: JobContext) -> dict[str, int]:
+    """How many objects of this process a full collection walks, and how many it skips
+    (`gc.freeze()`)."""
+    return {"walked": len(gc.get_objects()), "frozen": gc.get_freeze_count()}
+
+
 def bad_result(job: JobContext) -> Any:
     """Return something that is not JSON."""
     return {"when": object()}
@@ -172,6 +179,7 @@ HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "short_timeout": (sleep, {"timeout": 0.5}),
     "fail_while_file_exists": (fail_while_file_exists, {}),
     "echo": (echo, {}),
+    "gc_reach": (gc_reach, {}),
     "bad_result": (bad_result, {}),
     "typed_dataclass": (typed, {"schema": ResizeArgs}),
     "typed_dict": (typed, {"schema": MailArgs}),

@@ -98,6 +98,18 @@ def test_log_lines_of_the_job_logger_land_in_job_logs(start_worker):
     assert logs == [("first line", "INFO", attempt.id), ("second line", "INFO", attempt.id)]
 
 
+def test_a_full_collection_in_a_worker_walks_what_jobs_made_not_the_loaded_application(
+    start_worker,
+):
+    job = state.enqueue("gc_reach", {})
+    worker = start_worker("--once")
+    assert worker.wait() == 0, worker.logs()
+
+    reach = Job.objects.get(id=job["id"]).result
+    # Django, the apps and the worker are most of the process's objects.
+    assert reach["frozen"] > 2 * reach["walked"], reach
+
+
 def test_max_jobs_stops_after_that_many(start_worker):
     for _ in range(5):
         state.enqueue("noop", {})
