@@ -8,12 +8,12 @@ database. Two parts, both on the product as it ships:
 - enqueue: `jobs.state.enqueue()` ENQUEUES times, then `enqueue_many()` of ten times as
   many jobs, under cProfile, split into validation, the statement's round trips, decoding
   the job objects, the after-commit subscribers, and the rest;
-- worker: a `runworker` subprocess drains JOBS no-op jobs while py-spy samples its threads
-  on the CPU (not pausing it); the samples are split by the part of a job's life each
-  thread serves (claim, run, complete, events, the loop's own work) and by layer (our
-  Python, psycopg, redis-py), as shares of the process's CPU over the drain from /proc,
-  beside the CPU of PostgreSQL's processes over the same drain: on two cores, the CPU a
-  job costs both sides is what bounds the drain.
+- worker: a `runworker` subprocess drains JOBS no-op jobs while py-spy samples the thread
+  holding the GIL (without pausing the process); the samples are split by the part of a
+  job's life each thread serves (claim, run, complete, events, the loop's own work) and by
+  layer (our Python, psycopg, redis-py), as shares of the process's CPU over the drain from
+  /proc, beside the CPU of PostgreSQL's processes over the same drain: on two cores, the
+  CPU a job costs both sides is what bounds the drain.
 """
 
 from __future__ import annotations
@@ -178,8 +178,8 @@ def used_since(before: dict[int, float], pids: list[int]) -> float:
 
 def profile_worker(jobs: int, variant: str) -> tuple[list[tuple[str, float]], float]:
     """CPU per job of a `runworker` draining `jobs` no-op jobs: its threads' share by part
-    (py-spy, on-CPU samples only), scaled to the process's CPU from /proc, and the CPU of
-    PostgreSQL's processes beside it."""
+    (py-spy's samples of the thread holding the GIL), scaled to the process's CPU from
+    /proc, and the CPU of PostgreSQL's processes beside it."""
     project = Project()
     project.prepare()
     key = "bench:profile"
@@ -227,11 +227,12 @@ def profile_worker(jobs: int, variant: str) -> tuple[list[tuple[str, float]], fl
     samples = read_raw(raw)
     total = max(sum(samples.values()), 1)
     per_job = worker_cpu / jobs * 1e6
+    layer_names = ("Python", *(label for _, label in LAYERS))
     parts = [
-        (f"{STAGE_LABELS[name]}: {layer_name}", samples[name, layer_name] / total * per_job)
-        for name in STAGES
-        for layer_name in ("Python", *(name for _, name in LAYERS))
-        if samples[name, layer_name]
+        (f"{STAGE_LABELS[part]}: {layer_name}", samples[part, layer_name] / total * per_job)
+        for part in STAGES
+        for layer_name in layer_names
+        if samples[part, layer_name]
     ]
     parts += [
         ("the worker process, all threads (/proc)", per_job),
