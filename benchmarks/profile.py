@@ -103,7 +103,7 @@ STAGE_LABELS = {
     "events": "events (job.* and stats.updated to Redis)",
     "loop": "loop: scheduling, bookkeeping",
     "wake-up": "wake-up listener",
-    "other": "maintenance units, heartbeat",
+    "other": "maintenance units on threads of their own (the pruner)",
 }
 # The layer a sampled stack is in: the drivers' frames (psycopg, redis-py) or ours.
 LAYERS = (("psycopg/", "psycopg"), ("redis/", "redis-py"))
