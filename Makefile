@@ -34,7 +34,7 @@ help:
 	@echo "make seed        add the 120 demo jobs     make reset   drop and recreate the schema"
 	@echo "make benchmark   scheduler micro-benchmark, then the project beside a bare-SQL floor"
 	@echo "make benchmark-peers   the same with Procrastinate, Huey and Celery (in .bench/)"
-	@echo "make benchmark-profile where a job's time goes (cProfile and py-spy)"
+	@echo "make benchmark-profile where a job's time goes (cProfile, py-spy, EXPLAIN ANALYZE)"
 	@echo "make benchmark-readme  copy the last run's tables (benchmarks/results.md) into README.md"
 	@echo "make faults      the fault suite: kill -9, PostgreSQL and Redis outages (~4 min)"
 	@echo "make load        20 API clients POSTing jobs to the production profile for 60 s (benchmarks/api_load.py)"

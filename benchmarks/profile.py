@@ -3,7 +3,7 @@
     python -m benchmarks.profile [ENQUEUES] [JOBS] [--tuned]
 
 Run by `make benchmark-profile` (`python -m benchmarks --profile`) on the benchmark's
-database. Two parts, both on the product as it ships:
+database. Three parts, all on the product as it ships:
 
 - enqueue: `jobs.state.enqueue()` ENQUEUES times, then `enqueue_many()` of ten times as
   many jobs, under cProfile, split into validation, the statement's round trips, decoding
@@ -13,7 +13,12 @@ database. Two parts, both on the product as it ships:
   job's life each thread serves (claim, run, complete, events, the loop's own work) and by
   layer (our Python, psycopg, redis-py), as shares of the process's CPU over the drain from
   /proc, beside the CPU of PostgreSQL's processes over the same drain: on two cores, the
-  CPU a job costs both sides is what bounds the drain.
+  CPU a job costs both sides is what bounds the drain;
+- server: `EXPLAIN ANALYZE` of the worker's claim of a batch of waiting jobs, of their
+  completion, and of a claim of one job (an idle worker's, on the start latency's path)
+  beside the bare-SQL floor's, each committed as a worker's are: the statement's execution,
+  its writes of `jobs` and each of its triggers, the attempts' foreign key among them
+  (checked at the statement here rather than at commit).
 """
 
 from __future__ import annotations
@@ -22,18 +27,27 @@ import cProfile
 import os
 import pstats
 import signal
+import statistics
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
+from django.utils import timezone
+from psycopg.types.json import Jsonb
 
+from benchmarks.floor import CLAIM as FLOOR_CLAIM
+from benchmarks.floor import Floor
 from benchmarks.probes import wait_start
 from benchmarks.project import TUNED_FLAGS, Project
 from benchmarks.workload import WORKER_START_TIMEOUT, stop_worker
 from jobs import state
+from jobs.queue_names import ALL_QUEUES
+from jobs.sql import query
 
 PY_SPY = Path(__file__).resolve().parent.parent / ".bench" / "peers" / "bin" / "py-spy"
 RATE = 1000
@@ -245,6 +259,132 @@ def profile_worker(jobs: int, variant: str) -> tuple[list[tuple[str, float]], fl
     return parts, jobs / (drained - started)
 
 
+# The claim size of the tuned worker (half its prefetch), and how many times each statement
+# is explained: the medians are shown.
+SERVER_BATCH = 250
+SERVER_ROUNDS = 10
+SINGLE_CLAIM_ROUNDS = 50
+
+# (label, us per job), in the order a table shows them.
+Parts = list[tuple[str, float]]
+
+
+def plan_parts(explained: dict[str, Any], jobs: int) -> Parts:
+    """us per job of one `EXPLAIN (ANALYZE, FORMAT JSON)` result: the statement's execution,
+    each write of `jobs` in its plan (with the look-ups of the rows under it), each trigger.
+    The parts overlap what the statement's execution holds and are not summed: a CTE's rows
+    are timed under whichever node reads them first."""
+    parts = [("the statement's execution", explained["Execution Time"])]
+    nodes = [explained["Plan"]]
+    while nodes:
+        node = nodes.pop(0)
+        if node["Node Type"] == "ModifyTable" and node.get("Relation Name") == "jobs":
+            operation = node["Operation"].upper()
+            parts.append((f"its {operation} of jobs", node["Actual Total Time"]))
+        nodes += node.get("Plans", [])
+    for trigger in explained.get("Triggers", []):
+        name = trigger["Trigger Name"]
+        if name.startswith("RI_ConstraintTrigger"):
+            name = f"foreign-key check ({trigger['Relation']})"
+        parts.append((f"trigger {name}", trigger["Time"]))
+    return [(label, ms * 1000 / jobs) for label, ms in parts]
+
+
+def _explain(sql: str, params: dict[str, Any] | list[Any]) -> dict[str, Any]:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+        explained: dict[str, Any] = cursor.fetchone()[0][0]
+        return explained
+
+
+def _medians(rounds: list[Parts]) -> Parts:
+    """Each part's median over `rounds` (the same parts each round)."""
+    return [
+        (label, statistics.median(parts[i][1] for parts in rounds))
+        for i, (label, _) in enumerate(rounds[0])
+    ]
+
+
+def drain_explained(ids: list[uuid.UUID], worker_id: uuid.UUID) -> tuple[Parts, Parts]:
+    """The jobs `ids` claimed in one statement and completed in another, each explained and
+    committed as a worker's are; the attempts' foreign key is checked at each statement
+    rather than at commit, so that its check shows among the triggers."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        claim = _explain(
+            query("claim_jobs"),
+            {
+                "worker_id": worker_id,
+                "limit": len(ids),
+                "job_ids": ids,
+                **ALL_QUEUES.params(),
+            },
+        )
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, current_attempt_id FROM jobs"
+                " WHERE worker_id = %s AND status = 'processing' ORDER BY id",
+                [worker_id],
+            )
+            attempts = cursor.fetchall()
+        complete = _explain(
+            query("complete_jobs"),
+            {
+                "job_ids": [job for job, _ in attempts],
+                "attempt_ids": [attempt for _, attempt in attempts],
+                "finished_at": [timezone.now()] * len(attempts),
+                "results": Jsonb([None] * len(attempts)),
+                "worker_id": worker_id,
+            },
+        )
+    return plan_parts(claim, len(ids)), plan_parts(complete, len(attempts))
+
+
+def profile_server(batch: int) -> dict[str, Parts]:
+    """The server's side of the worker's statements, explained (module docstring): the
+    jobs of every round wait from the start, as a backlog does. (Grown round by round from
+    an empty table, the statements' plans, the foreign key's among them, were made for a
+    table of a few pages and kept: a scan of the whole table per attempt.)"""
+    project = Project()
+    project.prepare()
+    backlog = SERVER_ROUNDS * batch + SINGLE_CLAIM_ROUNDS
+    state.enqueue_many(state.JobSpec("bench_noop", {}) for _ in range(backlog))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM jobs ORDER BY virtual_deadline, created_at, id")
+        ids = [row[0] for row in cursor.fetchall()]
+    worker_id = uuid.uuid4()
+    claims: list[Parts] = []
+    completions: list[Parts] = []
+    for start in range(0, SERVER_ROUNDS * batch, batch):
+        claimed, completed = drain_explained(ids[start : start + batch], worker_id)
+        claims.append(claimed)
+        completions.append(completed)
+    singles = [drain_explained([job], worker_id)[0] for job in ids[SERVER_ROUNDS * batch :]]
+    project.prepare()
+    floor = Floor(os.environ["DATABASE_URL"], project.redis_url)
+    floor_claims: list[Parts] = []
+    try:
+        floor.prepare()
+        floor.enqueue_batch(backlog)
+        for _ in range(SINGLE_CLAIM_ROUNDS):
+            row = floor.connection.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + FLOOR_CLAIM, [1]
+            ).fetchone()
+            assert row is not None  # noqa: S101 - EXPLAIN returns its one row
+            floor_claims.append(plan_parts(row[0][0], 1))
+        floor.prepare()
+    finally:
+        floor.connection.close()
+    return {
+        f"a claim of {batch:,} jobs by the worker": _medians(claims),
+        f"the completion of those {batch:,}": _medians(completions),
+        "a claim of one job (an idle worker's)": _medians(singles),
+        "the floor's claim of one job": _medians(floor_claims),
+    }
+
+
 def render(title: str, parts: list[tuple[str, float]]) -> list[str]:
     return [
         f"| {title} | µs per job |",
@@ -262,6 +402,8 @@ def main(argv: list[str]) -> None:
     lines += render(
         f"`jobs.state.enqueue_many()`, {batch:,} jobs in one call", profile_enqueue(batch, True)
     )
+    for title, parts in profile_server(SERVER_BATCH).items():
+        lines += render(f"PostgreSQL's execution (EXPLAIN ANALYZE): {title}", parts)
     variants = ["defaults"] + (["tuned"] if "--tuned" in argv else [])
     for variant in variants:
         parts, rate = profile_worker(jobs, variant)

@@ -1,11 +1,14 @@
 """`make benchmark-profile`: which part of a job's life each sampled worker stack is counted
-under (stacks as py-spy records them from `runworker`; no timing is asserted here)."""
+under (stacks as py-spy records them from `runworker`), and what an explained statement is
+split into (no timing is asserted here)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.profile import read_raw
+import pytest
+
+from benchmarks.profile import plan_parts, read_raw
 
 BOOT = "Thread._bootstrap (threading.py:1002);Thread.run (threading.py:982)"
 LOOP = (
@@ -57,3 +60,47 @@ def test_each_sample_counts_under_the_part_its_thread_and_frames_serve(tmp_path:
         ("wake-up", "psycopg"): 1,
         ("other", "Python"): 2,
     }
+
+
+# The shape of `EXPLAIN (ANALYZE, FORMAT JSON)`'s one result, in milliseconds: a claim whose
+# CTEs update `jobs` and insert into `job_attempts`, its triggers after it.
+EXPLAINED_CLAIM = {
+    "Plan": {
+        "Node Type": "Sort",
+        "Actual Total Time": 0.9,
+        "Plans": [
+            {
+                "Node Type": "ModifyTable",
+                "Operation": "Update",
+                "Relation Name": "jobs",
+                "Actual Total Time": 0.4,
+                "Plans": [{"Node Type": "Index Scan", "Actual Total Time": 0.1}],
+            },
+            {
+                "Node Type": "ModifyTable",
+                "Operation": "Insert",
+                "Relation Name": "job_attempts",
+                "Actual Total Time": 0.08,
+            },
+        ],
+    },
+    "Triggers": [
+        {"Trigger Name": "jobs_count_updates", "Relation": "jobs", "Time": 0.06, "Calls": 1},
+        {
+            "Trigger Name": "RI_ConstraintTrigger_c_17496",
+            "Relation": "job_attempts",
+            "Time": 0.04,
+            "Calls": 2,
+        },
+    ],
+    "Execution Time": 1.2,
+}
+
+
+def test_an_explained_statement_splits_into_its_writes_of_jobs_and_its_triggers_per_job() -> None:
+    assert plan_parts(EXPLAINED_CLAIM, jobs=2) == [
+        ("the statement's execution", pytest.approx(600.0)),
+        ("its UPDATE of jobs", pytest.approx(200.0)),
+        ("trigger jobs_count_updates", pytest.approx(30.0)),
+        ("trigger foreign-key check (job_attempts)", pytest.approx(20.0)),
+    ]
