@@ -47,7 +47,7 @@ from benchmarks.project import TUNED_FLAGS, Project
 from benchmarks.workload import WORKER_START_TIMEOUT, stop_worker
 from jobs import state
 from jobs.queue_names import ALL_QUEUES
-from jobs.sql import query
+from jobs.sql import fetch, query
 
 PY_SPY = Path(__file__).resolve().parent.parent / ".bench" / "peers" / "bin" / "py-spy"
 RATE = 1000
@@ -290,7 +290,7 @@ def plan_parts(explained: dict[str, Any], jobs: int) -> Parts:
     return [(label, ms * 1000 / jobs) for label, ms in parts]
 
 
-def _explain(sql: str, params: dict[str, Any] | list[Any]) -> dict[str, Any]:
+def _explain(sql: str, params: dict[str, Any]) -> dict[str, Any]:
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
         explained: dict[str, Any] = cursor.fetchone()[0][0]
@@ -322,18 +322,12 @@ def drain_explained(ids: list[uuid.UUID], worker_id: uuid.UUID) -> tuple[Parts, 
             },
         )
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT id, current_attempt_id FROM jobs"
-                " WHERE worker_id = %s AND status = 'processing' ORDER BY id",
-                [worker_id],
-            )
-            attempts = cursor.fetchall()
+        attempts = fetch("held_claims", {"job_ids": ids, "worker_id": worker_id})
         complete = _explain(
             query("complete_jobs"),
             {
-                "job_ids": [job for job, _ in attempts],
-                "attempt_ids": [attempt for _, attempt in attempts],
+                "job_ids": [row["id"] for row in attempts],
+                "attempt_ids": [row["current_attempt_id"] for row in attempts],
                 "finished_at": [timezone.now()] * len(attempts),
                 "results": Jsonb([None] * len(attempts)),
                 "worker_id": worker_id,
