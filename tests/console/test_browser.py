@@ -17,7 +17,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import pytest
@@ -272,6 +272,37 @@ def test_filter_the_ledger_and_watch_a_row_change(page: Page) -> None:
     page.set_viewport_size({"width": 390, "height": 844})
     screenshot(page, "ledger-390-dark")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+# The page's background and text (`--bg`, `--text`), a pending job's pill (`--pending-fg`) and
+# the ledger's queue filter, a text field (`--surface`).
+LIGHT = ("rgb(244, 246, 249)", "rgb(22, 27, 38)", "rgb(45, 79, 179)", "rgb(255, 255, 255)")
+DARK = ("rgb(14, 17, 22)", "rgb(231, 234, 240)", "rgb(169, 193, 255)", "rgb(22, 26, 33)")
+
+
+@pytest.mark.parametrize(
+    ("theme", "system", "colours"),
+    [
+        ("light", "dark", LIGHT),
+        ("dark", "light", DARK),
+        ("system", "light", LIGHT),
+        ("system", "dark", DARK),
+    ],
+)
+def test_the_theme_is_the_preference_else_the_system_s(
+    page: Page, theme: str, system: Literal["light", "dark"], colours: tuple[str, ...]
+) -> None:
+    UserPreference.objects.create(user=user("tess", Role.VIEWER), theme=theme)
+    state.enqueue("noop", {})
+    page.emulate_media(color_scheme=system)
+    log_in(page, "tess", "/jobs")
+    shown = page.evaluate(
+        """[getComputedStyle(document.body).backgroundColor,
+            getComputedStyle(document.body).color,
+            getComputedStyle(document.querySelector("#ledger-rows .pill")).color,
+            getComputedStyle(document.querySelector("input[name=queue]")).backgroundColor]"""
+    )
+    assert tuple(shown) == colours
 
 
 def test_a_bad_payload_is_shown_next_to_the_payload_field(page: Page) -> None:
