@@ -274,10 +274,9 @@ def test_filter_the_ledger_and_watch_a_row_change(page: Page) -> None:
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
-# The page's background and text (`--bg`, `--text`), a pending job's pill (`--pending-fg`) and
-# the ledger's queue filter, a text field (`--surface`).
-LIGHT = ("rgb(244, 246, 249)", "rgb(22, 27, 38)", "rgb(45, 79, 179)", "rgb(255, 255, 255)")
-DARK = ("rgb(14, 17, 22)", "rgb(231, 234, 240)", "rgb(169, 193, 255)", "rgb(22, 26, 33)")
+# The page's background and text (`--bg`, `--text`) and a pending job's pill (`--pending-fg`).
+LIGHT = ("rgb(244, 246, 249)", "rgb(22, 27, 38)", "rgb(45, 79, 179)")
+DARK = ("rgb(14, 17, 22)", "rgb(231, 234, 240)", "rgb(169, 193, 255)")
 
 
 @pytest.mark.parametrize(
@@ -299,10 +298,34 @@ def test_the_theme_is_the_preference_else_the_system_s(
     shown = page.evaluate(
         """[getComputedStyle(document.body).backgroundColor,
             getComputedStyle(document.body).color,
-            getComputedStyle(document.querySelector("#ledger-rows .pill")).color,
-            getComputedStyle(document.querySelector("input[name=queue]")).backgroundColor]"""
+            getComputedStyle(document.querySelector("#ledger-rows .pill")).color]"""
     )
     assert tuple(shown) == colours
+
+
+# Each field a user types into or picks from, by the page's path and the field's name, with the
+# colours it is drawn in where they are not the dark theme's (`--surface`, `--text`, `--border`).
+FIELDS_OFF_THEME = """() => [...document.querySelectorAll(
+    "main input:not([type=hidden], [type=checkbox], [type=radio]), main select, main textarea")]
+  .map((field) => [field.name, getComputedStyle(field)])
+  .map(([name, drawn]) => [name, drawn.backgroundColor, drawn.color, drawn.borderTopColor])
+  .filter(([, ...colours]) =>
+    colours.join() !== "rgb(22, 26, 33),rgb(231, 234, 240),rgb(42, 48, 59)")
+  .map((field) => [location.pathname, ...field])"""
+
+
+def test_every_field_is_drawn_in_the_theme(page: Page) -> None:
+    UserPreference.objects.create(
+        user=user("dana", Role.OPERATOR, is_staff=True, is_superuser=True), theme="dark"
+    )
+    log_in(page, "dana")
+    off_theme, fields = [], 0
+    for path in ["/jobs", "/jobs/new", "/dlq", "/audit", "/queues", "/settings"]:
+        page.goto(path)
+        fields += page.locator("main select, main textarea, main input:not([type=hidden])").count()
+        off_theme += page.evaluate(FIELDS_OFF_THEME)
+    assert fields > 20
+    assert off_theme == []
 
 
 def test_a_bad_payload_is_shown_next_to_the_payload_field(page: Page) -> None:
@@ -346,6 +369,17 @@ def test_retry_a_dead_letter_from_its_detail_page(page: Page) -> None:
     page.goto("/dlq")
     expect(page.locator(f"#job-{dead['id']}")).to_have_count(0)
     expect(page.locator('[data-stat="dlq"]')).to_have_text("0")
+    # The groups' title stands inside its panel, as every panel's does, not on its border.
+    inset = page.evaluate(
+        """(() => {
+          const title = document.querySelector("#dlq-groups .panel-title");
+          const text = document.createRange();
+          text.selectNodeContents(title);
+          const [panel, words] = [title.parentElement, text].map((b) => b.getBoundingClientRect());
+          return [words.left - panel.left, words.top - panel.top];
+        })()"""
+    )
+    assert min(inset) >= 16
     screenshot(page, "dlq-after-retry")
 
 
