@@ -53,8 +53,9 @@ from .selectors import BoundedCountPaginator
 LOG_LINES_SHOWN = 200
 # The purge confirmation lists this many of the selected jobs by name.
 PURGE_LISTED = 50
-# Display states whose status label is coloured (the console's pill colours).
-_STATE_COLOURS = {"dlq": "#b3261e", "retrying": "#9a6700"}
+# The stylesheet of the marks `JobAdmin.status_label` and `WorkerAdmin.heartbeat` put on a
+# state (a class each: the CSP blocks style attributes).
+_MARKS_CSS = {"all": ["jobs/admin.css"]}
 
 
 def _can_view_jobs(request: HttpRequest) -> bool:
@@ -224,6 +225,10 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     paginator = BoundedCountPaginator
     ordering = ("-created_at",)
     inlines = (JobDependencyInline, JobAttemptInline, JobLogInline)
+
+    class Media:
+        css = _MARKS_CSS
+
     fieldsets = (
         (
             None,
@@ -300,9 +305,8 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         label = str(JobStatus(job.status).label)
         if shown.name != job.status:
             label = f"{label} · {shown.phrase}"
-        # Colour helps the eye; the words carry the meaning on their own.
-        colour = _STATE_COLOURS.get(shown.name)
-        return format_html('<span style="color:{}">{}</span>', colour, label) if colour else label
+        # The words carry the meaning; the state's class (jobs/admin.css) may add a colour.
+        return format_html('<span class="state-{}">{}</span>', shown.name, label)
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
@@ -539,6 +543,9 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("status", "hostname")
     ordering = ("-started_at",)
 
+    class Media:
+        css = _MARKS_CSS
+
     @admin.display(description="queues")
     def serves(self, worker: Worker) -> str:
         return str(worker.queue_selection)
@@ -548,7 +555,7 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         age = (timezone.now() - worker.heartbeat_at).total_seconds()
         live = worker.status in ("running", "stopping")
         if live and age > settings.CONSOLE_STALE_WORKER_SECONDS:
-            return format_html('<strong style="color:#b3261e">{}s ago · stale</strong>', int(age))
+            return format_html('<strong class="worker-stale">{}s ago · stale</strong>', int(age))
         return f"{int(age)}s ago"
 
 

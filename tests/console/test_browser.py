@@ -32,7 +32,7 @@ from jobs.models import Job, JobStatus, UserPreference
 from jobs.roles import Role
 
 from ..conftest import make_user
-from .helpers import dead_letter, start
+from .helpers import dead_letter, make_worker, start
 
 pytestmark = [
     pytest.mark.browser,
@@ -404,6 +404,28 @@ def test_the_admin_retry_action_takes_a_job_out_of_the_dlq(page: Page) -> None:
     retried = Job.objects.get(id=dead["id"])
     assert retried.status == JobStatus.PENDING and not retried.in_dlq
     assert Job.objects.get(id=kept["id"]).in_dlq
+
+
+def test_the_admin_marks_dead_letters_and_stale_workers_in_red(page: Page) -> None:
+    user("ada", None, is_staff=True, is_superuser=True)
+    dead = dead_letter("flaky", {}, "simulated failure")
+    live = state.enqueue("noop", {})
+    make_worker(heartbeat_age=3600, hostname="node-gone")
+    page.goto("/admin/jobs/job/")
+    page.fill("#id_username", "ada")
+    page.fill("#id_password", "pw-ada")
+    page.click('input[type="submit"]')
+    page.wait_for_url("**/admin/jobs/job/")
+    # Django's admin, light: its error colour (`--error-fg`) and its text colour.
+    status = page.locator("#result_list td.field-status_label")
+    expect(status.filter(has_text="in the dead-letter queue").locator("span")).to_have_css(
+        "color", "rgb(186, 33, 33)"
+    )
+    expect(status.filter(has_text="Pending")).to_have_css("color", "rgb(51, 51, 51)")
+    assert live["status"] == "pending" and dead["in_dlq"]
+    page.goto("/admin/jobs/worker/")
+    expect(page.locator("td.field-heartbeat strong")).to_contain_text("stale")
+    expect(page.locator("td.field-heartbeat strong")).to_have_css("color", "rgb(186, 33, 33)")
 
 
 def test_every_console_page_has_a_csp_that_blocks_inline_script(
