@@ -189,8 +189,12 @@ def test_ledger_time_bounds_are_read_in_the_users_time_zone(as_viewer: Client, v
     )
     just_before = (created - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
     just_after = (created + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
-    assert job["id"][:8] in text(as_viewer.get(f"/jobs?created_after={just_before}"))
+    page = text(as_viewer.get(f"/jobs?created_after={just_before}"))
+    assert job["id"][:8] in page
     assert job["id"][:8] not in text(as_viewer.get(f"/jobs?created_after={just_after}"))
+    # The form keeps the bound given and leaves the others empty.
+    assert f'name="created_after" value="{just_before}"' in page
+    assert 'name="created_before" value=""' in page and 'value="None"' not in page
 
 
 def test_row_fragment_answers_only_for_jobs_passing_the_filters(as_viewer: Client) -> None:
