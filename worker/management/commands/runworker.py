@@ -26,6 +26,13 @@ def positive_int(value: str) -> int:
     return number
 
 
+def non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(value)
+    return number
+
+
 def queue_list(value: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in value.split(",") if name.strip())
     for name in names:
@@ -63,7 +70,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--prefetch",
-            type=int,
+            type=non_negative_int,
             default=None,
             help="Claimed jobs held beyond the busy threads, waiting for a free one "
             "(default: SCHEDULER_PREFETCH).",
