@@ -1,9 +1,13 @@
 """The documented limits of what a job may hold, checked before Python or PostgreSQL fails on it.
 
-JSON: a payload nests at most `MAX_JSON_DEPTH` arrays and objects (Python's parser and encoder
-recurse, so a deeper document would crash them), and no key or string holds NUL (PostgreSQL's
-jsonb cannot store it) or a lone UTF-16 surrogate such as `\\ud800` (not Unicode: it cannot be
-encoded, so neither stored nor shown).
+JSON: a payload (or a handler's result) nests at most `MAX_JSON_DEPTH` arrays and objects
+(Python's parser and encoder recurse, so a deeper document would crash them), holds only JSON's
+values (no NaN or Infinity, no Python object JSON has no form for), and no key or string holds
+NUL (PostgreSQL's jsonb cannot store it) or a lone UTF-16 surrogate such as `\\ud800` (not
+Unicode: it cannot be encoded, so neither stored nor shown).
+
+Text a job's code makes (error messages, stack traces, log lines) is stored whatever it holds:
+`storable_text` writes those two as their escapes instead.
 
 Time: every instant a request takes is written with a year from `EARLIEST_YEAR` to
 `LATEST_YEAR`, in Unix milliseconds from 0 to `MAX_MILLISECONDS`. Whatever its UTC offset, such
@@ -14,6 +18,7 @@ far inside what Python's datetime and the API's time format can represent.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -38,7 +43,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JsonLimitError(ValueError):
-    """A JSON text that parses, but breaks one of the limits above."""
+    """A JSON text that parses, or a value made in Python, that breaks one of the limits
+    above."""
 
 
 def _reject_constant(name: str) -> None:
@@ -56,18 +62,41 @@ def _walk(value: Any, max_depth: int, nul: bool) -> Iterator[tuple[str, str]]:
             for problem in _string_problems(item, nul):
                 yield _written(path), problem
             continue
-        if not isinstance(item, dict | list):
+        if not isinstance(item, dict | list | tuple):
+            if wrong := _scalar_problem(item):
+                yield _written(path), wrong
             continue
         if depth > max_depth:
             yield _written(path), f"nests more than {max_depth} arrays and objects"
             continue
-        if isinstance(item, list):
+        if not isinstance(item, dict):
             stack.extend((child, depth + 1, (*path, index)) for index, child in enumerate(item))
             continue
         for key, child in item.items():
-            for problem in _string_problems(key, nul):
-                yield _written((*path, key)) + " (key)", problem
-            stack.append((child, depth + 1, (*path, key)))
+            if isinstance(key, str):
+                for problem in _string_problems(key, nul):
+                    yield _written((*path, key)) + " (key)", problem
+            elif not isinstance(key, _JSON_SCALARS):
+                yield _written((*path, str(key))) + " (key)", _not_json(key)
+                continue
+            stack.append((child, depth + 1, (*path, str(key))))
+
+
+# What JSON has a form for besides strings, arrays and objects (`json.dumps` also writes
+# these as an object's keys, as strings).
+_JSON_SCALARS = (bool, int, float, type(None))
+
+
+def _scalar_problem(item: Any) -> str | None:
+    if not isinstance(item, _JSON_SCALARS):
+        return _not_json(item)
+    if isinstance(item, float) and not math.isfinite(item):
+        return f"is {item}, which JSON cannot hold"
+    return None
+
+
+def _not_json(item: Any) -> str:
+    return f"is a Python {type(item).__name__}, which JSON has no form for"
 
 
 def _written(path: tuple[str | int, ...]) -> str:
@@ -94,6 +123,18 @@ def json_errors(
     return [
         f"{name}{path} {problem}." for path, problem in sorted(set(_walk(value, max_depth, nul)))
     ]
+
+
+def storable_text(text: str) -> str:
+    """`text` with NUL and lone surrogates written as their escapes (`\\u0000`, `\\ud800`):
+    PostgreSQL's text holds neither, and a statement carrying them fails whole."""
+    if "\x00" not in text and not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub(_escaped, text.replace("\x00", "\\u0000"))
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def printable(key: str) -> str:

@@ -98,7 +98,7 @@ def cron_errors(expression: str, timezone: str) -> dict[str, list[str]]:
         errors["timezone"] = [
             f"Unknown time zone {timezone!r}: use an IANA name like Europe/Berlin."
         ]
-    if len(expression.split()) != 5:
+    if not isinstance(expression, str) or len(expression.split()) != 5:
         errors["cron"] = ["Must have 5 fields: minute hour day-of-month month day-of-week."]
     else:
         try:

@@ -157,13 +157,11 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
     if isinstance(spec.priority, bool) or spec.priority not in (1, 2, 3):
         errors["priority"] = ["Must be 1, 2 or 3."]
     if spec.max_retries is not None and (
-        isinstance(spec.max_retries, bool) or not 1 <= spec.max_retries <= 10
+        type(spec.max_retries) is not int or not 1 <= spec.max_retries <= 10
     ):
         errors["max_retries"] = ["Must be an integer from 1 to 10."]
-    if spec.scheduled_at is not None and spec.scheduled_at <= now:
-        errors["scheduled_at"] = ["Must be in the future."]
-    elif spec.scheduled_at is not None and spec.scheduled_at >= limits.END_OF_TIME:
-        errors["scheduled_at"] = [limits.OUT_OF_RANGE_MESSAGE]
+    if spec.scheduled_at is not None and (wrong := _instant_errors(spec.scheduled_at, now)):
+        errors["scheduled_at"] = wrong
     if spec.recur_interval is not None and spec.recur_interval not in RecurInterval.values:
         errors["recur_interval"] = [f"Must be one of: {', '.join(RecurInterval.values)}."]
     if spec.queue is not None and (wrong := queue_names.name_errors(spec.queue)):
@@ -171,6 +169,10 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
     several = spec.depends_on is not None and not isinstance(spec.depends_on, uuid.UUID | str)
     if several and not 1 <= len(spec.depends_on) <= MAX_UPSTREAM:  # type: ignore[arg-type]
         errors["depends_on"] = [f"List 1 to {MAX_UPSTREAM} job ids (or give one id)."]
+    elif spec.depends_on is not None:
+        given = spec.depends_on if several else [spec.depends_on]
+        if wrong_ids := [one for one in given if not _is_job_id(one)]:  # type: ignore[union-attr]
+            errors["depends_on"] = [f"Not a job id: {wrong_ids[0]!r}."]
     if spec.cron is None:
         if spec.timezone is not None:
             errors["timezone"] = ["Only with `cron`: the time zone its slots are read in."]
@@ -180,6 +182,30 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         if getattr(spec, name) is not None:
             errors[name] = ["Not with `cron`: the cron expression says when each run is due."]
     return errors
+
+
+def _instant_errors(value: Any, now: datetime) -> list[str]:
+    """What is wrong with `value` as the instant a job is due (empty: nothing)."""
+    if not isinstance(value, datetime):
+        return ["Must be a datetime."]
+    if timezone.is_naive(value):
+        # Its zone is unknown: taken as UTC, or as TIME_ZONE, it would run hours off.
+        return ["Must be timezone-aware (a naive datetime names no zone)."]
+    if value <= now:
+        return ["Must be in the future."]
+    if value >= limits.END_OF_TIME:
+        return [limits.OUT_OF_RANGE_MESSAGE]
+    return []
+
+
+def _is_job_id(value: Any) -> bool:
+    if isinstance(value, uuid.UUID):
+        return True
+    try:
+        uuid.UUID(value)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return True
 
 
 def _payload_errors(handler: HandlerSpec | None, payload: Any) -> dict[str, list[str]]:

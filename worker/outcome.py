@@ -13,6 +13,8 @@ import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 
+from jobs import limits
+
 from .backoff import retry_delay
 
 ERROR_MESSAGE_LIMIT = 4000
@@ -43,10 +45,11 @@ def describe(
     base_seconds: float = 5.0,
 ) -> Failure:
     """The failure to record for `error`, raised by attempt `attempt_number` of a job."""
-    message = str(error) or type(error).__name__
+    message = limits.storable_text(str(error) or type(error).__name__)
     trace = None
     if error.__traceback__ is not None:
-        trace = "".join(traceback.format_exception(error))[-STACK_TRACE_LIMIT:]
+        written = limits.storable_text("".join(traceback.format_exception(error)))
+        trace = written[-STACK_TRACE_LIMIT:]
     return Failure(
         error_type=type(error).__qualname__,
         error_message=message[:ERROR_MESSAGE_LIMIT],

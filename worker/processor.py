@@ -21,7 +21,6 @@ its size, and the old one exits when the handler finally returns. Its outcome is
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import Any
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
+from jobs import limits
 from jobs.registry import HandlerSpec, JobContext, UnknownJobType, registry
 from jobs.state import ClaimedJob
 
@@ -50,7 +50,8 @@ class AttemptLog:
         self._mutex = threading.Lock()
 
     def add(self, record: logging.LogRecord, message: str) -> None:
-        entry = (datetime.fromtimestamp(record.created, UTC), record.levelname, message)
+        created = datetime.fromtimestamp(record.created, UTC)
+        entry = (created, record.levelname, limits.storable_text(message))
         with self._mutex:
             self._entries.append(entry)
 
@@ -329,8 +330,8 @@ class Processor:
             finally:
                 attempt.ran_for = time.monotonic() - began
             # Checked here so that one bad result cannot fail its whole completion batch.
-            if result is not None:
-                json.dumps(result)
+            if result is not None and (unstorable := limits.json_errors(result, name="result")):
+                raise limits.JsonLimitError(" ".join(unstorable))
         except Exception as error:
             return Outcome(attempt, error=error)
         finally:

@@ -117,9 +117,27 @@ def gc_reach(job: JobContext) -> dict[str, int]:
     return {"walked": len(gc.get_objects()), "frozen": gc.get_freeze_count()}
 
 
-def bad_result(job: JobContext) -> Any:
-    """Return something that is not JSON."""
-    return {"when": object()}
+# What an `unstorable` job does, by its payload's `kind`: return, raise or log something
+# that JSON, or PostgreSQL's jsonb and text, cannot hold.
+UNSTORABLE_RESULTS: dict[str, Any] = {
+    "object": {"when": object()},
+    "nan": {"ratio": float("nan")},
+    "infinity": [float("inf")],
+    "nul": {"text": "a\x00b"},
+    "surrogate": ["\ud800"],
+}
+
+
+def unstorable(job: JobContext) -> Any:
+    """Return, raise or log what cannot be stored (`kind`: a key of UNSTORABLE_RESULTS, or
+    `error_nul`, `error_surrogate`, `log_nul`, `log_surrogate`)."""
+    kind = job.payload["kind"]
+    if kind.startswith("error_"):
+        raise RuntimeError("before \x00 after" if kind == "error_nul" else "before \ud800 after")
+    if kind.startswith("log_"):
+        job.logger.info("before \x00 after" if kind == "log_nul" else "before \ud800 after")
+        return None
+    return UNSTORABLE_RESULTS[kind]
 
 
 @dataclass
@@ -180,7 +198,7 @@ HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "fail_while_file_exists": (fail_while_file_exists, {}),
     "echo": (echo, {}),
     "gc_reach": (gc_reach, {}),
-    "bad_result": (bad_result, {}),
+    "unstorable": (unstorable, {}),
     "typed_dataclass": (typed, {"schema": ResizeArgs}),
     "typed_dict": (typed, {"schema": MailArgs}),
     "typed_model": (typed, {"schema": ReportArgs}),

@@ -78,14 +78,48 @@ def test_failure_records_type_message_and_stack_trace(start_worker):
     assert failed.last_error == attempt.error_message
 
 
-def test_result_that_is_not_json_fails_the_attempt_alone(start_worker):
-    bad = state.enqueue("bad_result", {}, max_retries=1)
+def failed_beside_a_good_job(start_worker, kind: str) -> JobAttempt:
+    """Run an `unstorable` job of `kind` in one worker batch with a good one; the good one
+    completed, and the bad one's failed attempt."""
+    bad = state.enqueue("unstorable", {"kind": kind}, max_retries=1)
     good = state.enqueue("echo", {"value": 7})
     worker = start_worker("--once")
     assert worker.wait() == 0, worker.logs()
-
     assert Job.objects.get(id=good["id"]).result == 7
-    assert JobAttempt.objects.get(job_id=bad["id"]).error_type == "TypeError"
+    failed = JobAttempt.objects.get(job_id=bad["id"])
+    assert failed.status == AttemptStatus.FAILED
+    return failed
+
+
+@pytest.mark.parametrize("kind", ["object", "nan", "infinity", "nul", "surrogate"])
+def test_result_that_cannot_be_stored_fails_the_attempt_alone(start_worker, kind):
+    failed = failed_beside_a_good_job(start_worker, kind)
+    assert failed.error_type == "JsonLimitError"
+    assert failed.error_message.startswith("result"), failed.error_message
+
+
+@pytest.mark.parametrize(
+    ("kind", "kept"),
+    [("error_nul", "before \\u0000 after"), ("error_surrogate", "before \\ud800 after")],
+)
+def test_an_error_message_that_cannot_be_stored_is_kept_escaped(start_worker, kind, kept):
+    failed = failed_beside_a_good_job(start_worker, kind)
+    assert (failed.error_type, failed.error_message) == ("RuntimeError", kept)
+    assert kept in failed.stack_trace
+    assert Job.objects.get(id=failed.job_id).last_error == kept
+
+
+@pytest.mark.parametrize(
+    ("kind", "kept"),
+    [("log_nul", "before \\u0000 after"), ("log_surrogate", "before \\ud800 after")],
+)
+def test_a_log_line_that_cannot_be_stored_is_kept_escaped(start_worker, kind, kept):
+    job = state.enqueue("unstorable", {"kind": kind})
+    worker = start_worker("--once")
+    assert worker.wait() == 0, worker.logs()
+
+    assert Job.objects.get(id=job["id"]).status == "completed"
+    assert list(JobLog.objects.filter(job_id=job["id"]).values_list("message", flat=True)) == [kept]
 
 
 def test_log_lines_of_the_job_logger_land_in_job_logs(start_worker):

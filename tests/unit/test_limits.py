@@ -39,6 +39,12 @@ def test_any_instant_in_range_with_any_offset_leaves_room_for_its_deadline():
         ({"k\x00": 1}, ["payload.k\\u0000 (key) holds the NUL character"]),
         ({"a": ["\ud800"]}, ["payload.a[0] holds a lone UTF-16 surrogate"]),
         ({"a": {"b": {}}}, ["payload.a.b nests more than 2 arrays and objects"]),
+        ({"a": (1, "x\x00")}, ["payload.a[1] holds the NUL character"]),
+        ({"a": float("nan"), "b": [float("-inf")]}, ["payload.a is nan,", "payload.b[0] is -inf,"]),
+        ({"at": datetime(2026, 1, 1)}, ["payload.at is a Python datetime, which JSON has no"]),
+        ({"ids": {1, 2}}, ["payload.ids is a Python set"]),
+        ({(1, 2): "x"}, ["payload.(1, 2) (key) is a Python tuple"]),
+        ({1: "x", None: [True, 2.5]}, []),
         (
             {"a": ["x", "\ud800\x00"], "b\x00": "\x00"},
             [
@@ -63,3 +69,18 @@ def test_json_walk_does_not_recurse_on_deep_values():
         deep = [deep]
     (message,) = limits.json_errors(deep, name="payload")
     assert "nests more than 32" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("plain", "plain"),
+        ("a\x00b", "a\\u0000b"),
+        ("lone \ud800 and \udfff", "lone \\ud800 and \\udfff"),
+        ("both \x00\udc80", "both \\u0000\\udc80"),
+        ("a pair \U0001f600 stays", "a pair \U0001f600 stays"),
+    ],
+)
+def test_storable_text_escapes_what_postgresql_text_cannot_hold(text, stored):
+    assert limits.storable_text(text) == stored
+    limits.storable_text(text).encode()  # whole Unicode: it encodes

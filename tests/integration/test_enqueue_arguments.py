@@ -1,0 +1,55 @@
+"""`jobs.state.enqueue()` from Python: every wrong argument is a JobValidationError naming
+its field, as the HTTP API's 400 names it, never a TypeError or a database error, and no job
+is written."""
+
+from __future__ import annotations
+
+import decimal
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+
+from jobs import state
+from jobs.models import Job
+
+pytestmark = pytest.mark.django_db
+
+LATER = datetime(2030, 1, 1, 9, 0)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "message"),
+    [
+        ({"payload": {"ratio": float("nan")}}, "payload", "payload.ratio is nan"),
+        ({"payload": {"limit": float("inf")}}, "payload", "payload.limit is inf"),
+        ({"payload": {"at": LATER}}, "payload", "payload.at is a Python datetime"),
+        ({"payload": {"amount": decimal.Decimal("1.5")}}, "payload", "is a Python Decimal"),
+        ({"payload": {"ids": (uuid.uuid4(),)}}, "payload", "payload.ids[0] is a Python UUID"),
+        ({"scheduled_at": LATER}, "scheduled_at", "Must be timezone-aware"),
+        ({"scheduled_at": "2030-01-01T09:00:00Z"}, "scheduled_at", "Must be a datetime"),
+        ({"depends_on": "not-a-job-id"}, "depends_on", "Not a job id: 'not-a-job-id'"),
+        ({"depends_on": [uuid.uuid4(), 42]}, "depends_on", "Not a job id: 42"),
+        ({"max_retries": "3"}, "max_retries", "Must be an integer from 1 to 10"),
+        ({"max_retries": 2.5}, "max_retries", "Must be an integer from 1 to 10"),
+        ({"queue": 7}, "queue", "A queue name is"),
+        ({"recur_interval": 60}, "recur_interval", "Must be one of"),
+        ({"cron": 5}, "cron", "Must have 5 fields"),
+        ({"cron": "0 9 * * *", "timezone": 1}, "timezone", "Unknown time zone"),
+    ],
+)
+def test_a_wrong_argument_is_a_validation_error_naming_its_field(arguments, field, message):
+    given = {"payload": {}, **arguments}
+    with pytest.raises(state.JobValidationError) as refused:
+        state.enqueue("noop", **given)
+    assert field in refused.value.details, refused.value.details
+    assert any(message in line for line in refused.value.details[field]), refused.value.details
+    assert not Job.objects.exists()
+
+
+def test_an_aware_scheduled_at_in_any_zone_is_taken():
+    paris = datetime(2030, 1, 1, 9, 0).astimezone().tzinfo
+    job = state.enqueue("noop", {}, scheduled_at=LATER.replace(tzinfo=paris) + timedelta(hours=1))
+    assert Job.objects.get(id=job["id"]).scheduled_at == LATER.replace(tzinfo=paris) + timedelta(
+        hours=1
+    )
