@@ -116,7 +116,9 @@ def queue_overviews(name: str | None = None) -> list[dict[str, Any]]:
 
 
 def queue_overview(name: str) -> dict[str, Any]:
-    found = queue_overviews(name)
+    """The queue `name`. Raises UnknownQueue when no job, pause or limit names it, a name no
+    queue can have (one with NUL, which PostgreSQL cannot even compare) included."""
+    found = [] if name_errors(name) else queue_overviews(name)
     if not found:
         raise UnknownQueue(name)
     return found[0]
@@ -272,7 +274,10 @@ def limit_usages(scope: str | None = None, name: str | None = None) -> list[dict
 
 
 def limit_usage(scope: str, name: str) -> dict[str, Any]:
-    found = limit_usages(scope, name)
+    """The limit on `scope` `name` with its use. Raises UnknownLimit when there is none, a
+    scope or name no limit can have (one with NUL, which PostgreSQL cannot even compare)
+    included."""
+    found = [] if limit_name_errors(scope, name) else limit_usages(scope, name)
     if not found:
         raise UnknownLimit(scope, name)
     return found[0]

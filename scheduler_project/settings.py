@@ -107,6 +107,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "jobs.api.middleware.RequestIdMiddleware",
+    "jobs.api.middleware.NulParameterMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files, before anything that reads a session or a database: WhiteNoise answers
     # them from memory-mapped files with cache headers (compressed, hashed names in production).

@@ -18,6 +18,7 @@ import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import Client
 from rest_framework.test import APIClient
 
 from jobs.api.auth import issue_token
@@ -95,6 +96,15 @@ def viewer_client(viewer: Any) -> APIClient:
 @pytest.fixture
 def anon_client() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture
+def superuser_client(db: None) -> Client:
+    """A browser's session of a superuser: the console and the admin."""
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
+    client = Client()
+    client.force_login(root)
+    return client
 
 
 class EventListener:

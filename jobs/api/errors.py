@@ -88,6 +88,11 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
+def validation_error_body(details: dict[str, Any]) -> dict[str, Any]:
+    """The envelope of a 400 `validation_error`: field -> messages, named in its message."""
+    return error_body("validation_error", _validation_message(details), details)
+
+
 def _validation_details(detail: Any) -> dict[str, Any]:
     if isinstance(detail, dict):
         return detail

@@ -11,14 +11,16 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from csp.middleware import CSPMiddleware
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.response import HttpResponseBase
 
 from jobs import audit
+from jobs.limits import printable
 from jobs.logging import request_id_var
 from jobs.models import AuditSource
 
 from .clients import client_address
+from .errors import validation_error_body
 
 logger = logging.getLogger("jobs.access")
 
@@ -78,6 +80,42 @@ class RequestIdMiddleware(_SyncAndAsyncMiddleware):
             },
         )
         return response
+
+
+class NulParameterMiddleware(_SyncAndAsyncMiddleware):
+    """Refuse (400) a query string whose names or values hold NUL. PostgreSQL's text cannot
+    hold it, so no filter, search or id could match it, and a statement comparing with it
+    fails: a 500 from every view and admin filter that does not check each parameter itself
+    (the console's DLQ search and audit filters, Django's own admin filters did not)."""
+
+    def __call__(self, request: HttpRequest) -> Any:
+        refused = self._refusal(request)
+        if iscoroutinefunction(self):
+            return self._arefuse(refused) if refused else self.get_response(request)
+        return refused or self.get_response(request)
+
+    async def _arefuse(self, refused: HttpResponse) -> HttpResponse:
+        return refused
+
+    @staticmethod
+    def _refusal(request: HttpRequest) -> HttpResponse | None:
+        query = request.META.get("QUERY_STRING", "")
+        if "%00" not in query and "\x00" not in query:  # the common case, without decoding
+            return None
+        details = {
+            printable(name): [_NUL_MESSAGE]
+            for name, values in request.GET.lists()
+            if "\x00" in name or any("\x00" in value for value in values)
+        }
+        if not details:
+            return None
+        if request.path.startswith("/api/"):
+            return JsonResponse(validation_error_body(details), status=400)
+        named = ", ".join(details)
+        return HttpResponseBadRequest(f"Null characters are not allowed in: {named}.")
+
+
+_NUL_MESSAGE = "Null characters are not allowed."
 
 
 class AuditActorMiddleware(_SyncAndAsyncMiddleware):

@@ -90,6 +90,9 @@ def test_an_operator_pauses_and_resumes_a_queue(operator_client, viewer_client):
 def test_queue_routes_refuse_what_they_cannot_do(viewer_client, operator_client):
     assert_error(viewer_client.post(f"{QUEUES}/emails/pause"), 403, "permission_denied")
     assert_error(viewer_client.get(f"{QUEUES}/nowhere"), 404, "not_found")
+    # A name no queue can have names none (NUL was a database error, a 500).
+    for impossible in ("a,b", "a%00b", "x" * 101):
+        assert_error(viewer_client.get(f"{QUEUES}/{impossible}"), 404, "not_found")
     assert viewer_client.get(f"{QUEUES}/default").json()["pending"] == 0
     error = assert_error(operator_client.post(f"{QUEUES}/a,b/pause"), 400, "validation_error")
     assert list(error["details"]) == ["name"]
@@ -115,6 +118,8 @@ def test_an_operator_sets_reads_and_removes_a_limit(operator_client, viewer_clie
     assert operator_client.delete(f"{LIMITS}/queue/emails").status_code == 204
     assert viewer_client.get(LIMITS).json() == []
     assert_error(viewer_client.get(f"{LIMITS}/queue/emails"), 404, "not_found")
+    for impossible in ("queue/a%00b", "type/a%00b", "a%00b/emails", "worker/emails"):
+        assert_error(viewer_client.get(f"{LIMITS}/{impossible}"), 404, "not_found")
     # Removing what does not exist changes nothing; what no limit can be is refused.
     assert operator_client.delete(f"{LIMITS}/queue/emails").status_code == 204
     for path, field in (("worker/emails", "scope"), ("queue/a,b", "name")):

@@ -27,14 +27,6 @@ DLQ = "/admin/jobs/deadletterjob/"
 
 
 @pytest.fixture
-def superuser_client() -> Client:
-    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
-    client = Client()
-    client.force_login(root)
-    return client
-
-
-@pytest.fixture
 def looker_client() -> Client:
     user = get_user_model().objects.create_user("looker", password="pw-looker", is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="view_job"))
