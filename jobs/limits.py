@@ -40,6 +40,7 @@ OUT_OF_RANGE_MESSAGE = f"Out of range: write a year from {EARLIEST_YEAR} to {LAT
 WRITTEN_YEAR_PATTERN = "(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 class JsonLimitError(ValueError):
@@ -128,9 +129,7 @@ def json_errors(
 def storable_text(text: str) -> str:
     """`text` with NUL and lone surrogates written as their escapes (`\\u0000`, `\\ud800`):
     PostgreSQL's text holds neither, and a statement carrying them fails whole."""
-    if "\x00" not in text and not _SURROGATE.search(text):
-        return text
-    return _SURROGATE.sub(_escaped, text.replace("\x00", "\\u0000"))
+    return _UNSTORABLE.sub(_escaped, text)
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -170,8 +170,8 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
     if several and not 1 <= len(spec.depends_on) <= MAX_UPSTREAM:  # type: ignore[arg-type]
         errors["depends_on"] = [f"List 1 to {MAX_UPSTREAM} job ids (or give one id)."]
     elif spec.depends_on is not None:
-        given = spec.depends_on if several else [spec.depends_on]
-        if wrong_ids := [one for one in given if not _is_job_id(one)]:  # type: ignore[union-attr]
+        given: Sequence[Any] = spec.depends_on if several else [spec.depends_on]  # type: ignore[assignment]
+        if wrong_ids := [one for one in given if not _is_job_id(one)]:
             errors["depends_on"] = [f"Not a job id: {wrong_ids[0]!r}."]
     if spec.cron is None:
         if spec.timezone is not None:
