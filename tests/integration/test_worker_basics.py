@@ -78,48 +78,41 @@ def test_failure_records_type_message_and_stack_trace(start_worker):
     assert failed.last_error == attempt.error_message
 
 
-def failed_beside_a_good_job(start_worker, kind: str) -> JobAttempt:
-    """Run an `unstorable` job of `kind` in one worker batch with a good one; the good one
-    completed, and the bad one's failed attempt."""
-    bad = state.enqueue("unstorable", {"kind": kind}, max_retries=1)
+def test_what_a_handler_makes_that_cannot_be_stored_stays_with_its_own_job(start_worker):
+    # One worker batch: each bad job beside the others and a good one.
+    results = {
+        kind: state.enqueue("unstorable", {"kind": kind}, max_retries=1)
+        for kind in ("object", "nan", "infinity", "nul", "surrogate")
+    }
+    errors = {
+        kind: state.enqueue("unstorable", {"kind": kind}, max_retries=1)
+        for kind in ("error_nul", "error_surrogate")
+    }
+    logs = {
+        kind: state.enqueue("unstorable", {"kind": kind}) for kind in ("log_nul", "log_surrogate")
+    }
     good = state.enqueue("echo", {"value": 7})
     worker = start_worker("--once")
     assert worker.wait() == 0, worker.logs()
+
     assert Job.objects.get(id=good["id"]).result == 7
-    failed = JobAttempt.objects.get(job_id=bad["id"])
-    assert failed.status == AttemptStatus.FAILED
-    return failed
-
-
-@pytest.mark.parametrize("kind", ["object", "nan", "infinity", "nul", "surrogate"])
-def test_result_that_cannot_be_stored_fails_the_attempt_alone(start_worker, kind):
-    failed = failed_beside_a_good_job(start_worker, kind)
-    assert failed.error_type == "JsonLimitError"
-    assert failed.error_message.startswith("result"), failed.error_message
-
-
-@pytest.mark.parametrize(
-    ("kind", "kept"),
-    [("error_nul", "before \\u0000 after"), ("error_surrogate", "before \\ud800 after")],
-)
-def test_an_error_message_that_cannot_be_stored_is_kept_escaped(start_worker, kind, kept):
-    failed = failed_beside_a_good_job(start_worker, kind)
-    assert (failed.error_type, failed.error_message) == ("RuntimeError", kept)
-    assert kept in failed.stack_trace
-    assert Job.objects.get(id=failed.job_id).last_error == kept
-
-
-@pytest.mark.parametrize(
-    ("kind", "kept"),
-    [("log_nul", "before \\u0000 after"), ("log_surrogate", "before \\ud800 after")],
-)
-def test_a_log_line_that_cannot_be_stored_is_kept_escaped(start_worker, kind, kept):
-    job = state.enqueue("unstorable", {"kind": kind})
-    worker = start_worker("--once")
-    assert worker.wait() == 0, worker.logs()
-
-    assert Job.objects.get(id=job["id"]).status == "completed"
-    assert list(JobLog.objects.filter(job_id=job["id"]).values_list("message", flat=True)) == [kept]
+    # A result that is not storable JSON fails its attempt, naming the place.
+    for kind, job in results.items():
+        failed = JobAttempt.objects.get(job_id=job["id"])
+        assert (failed.status, failed.error_type) == (AttemptStatus.FAILED, "JsonLimitError"), kind
+        assert failed.error_message.startswith("result"), failed.error_message
+    # An error message, its stack trace and a log line are kept with the escapes written out.
+    escaped = {"nul": "before \\u0000 after", "surrogate": "before \\ud800 after"}
+    for kind, job in errors.items():
+        failed = JobAttempt.objects.get(job_id=job["id"])
+        kept = escaped[kind.removeprefix("error_")]
+        assert (failed.error_type, failed.error_message) == ("RuntimeError", kept)
+        assert kept in failed.stack_trace
+        assert Job.objects.get(id=job["id"]).last_error == kept
+    for kind, job in logs.items():
+        assert Job.objects.get(id=job["id"]).status == "completed"
+        lines = JobLog.objects.filter(job_id=job["id"]).values_list("message", flat=True)
+        assert list(lines) == [escaped[kind.removeprefix("log_")]]
 
 
 def test_log_lines_of_the_job_logger_land_in_job_logs(start_worker):
