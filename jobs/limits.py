@@ -2,9 +2,10 @@
 
 JSON: a payload (or a handler's result) nests at most `MAX_JSON_DEPTH` arrays and objects
 (Python's parser and encoder recurse, so a deeper document would crash them), holds only JSON's
-values (no NaN or Infinity, no Python object JSON has no form for), and no key or string holds
-NUL (PostgreSQL's jsonb cannot store it) or a lone UTF-16 surrogate such as `\\ud800` (not
-Unicode: it cannot be encoded, so neither stored nor shown).
+values (no NaN or Infinity, no integer of more than `MAX_INTEGER_DIGITS` digits, no Python
+object JSON has no form for), and no key or string holds NUL (PostgreSQL's jsonb cannot store
+it) or a lone UTF-16 surrogate such as `\\ud800` (not Unicode: it cannot be encoded, so neither
+stored nor shown).
 
 Text a job's code makes (error messages, stack traces, log lines) is stored whatever it holds:
 `storable_text` writes those two as their escapes instead.
@@ -83,6 +84,11 @@ def _walk(value: Any, max_depth: int, nul: bool) -> Iterator[tuple[str, str]]:
             stack.append((child, depth + 1, (*path, str(key))))
 
 
+# Python writes an integer of at most this many digits (its default
+# `sys.get_int_max_str_digits()`); a longer one fails when it is encoded, not before.
+MAX_INTEGER_DIGITS = 4300
+_INTEGER_BOUND = 10**MAX_INTEGER_DIGITS
+
 # What JSON has a form for besides strings, arrays and objects (`json.dumps` also writes
 # these as an object's keys, as strings).
 _JSON_SCALARS = (bool, int, float, type(None))
@@ -93,6 +99,8 @@ def _scalar_problem(item: Any) -> str | None:
         return _not_json(item)
     if isinstance(item, float) and not math.isfinite(item):
         return f"is {item}, which JSON cannot hold"
+    if isinstance(item, int) and not -_INTEGER_BOUND < item < _INTEGER_BOUND:
+        return f"is an integer of more than {MAX_INTEGER_DIGITS:,} digits"
     return None
 
 

@@ -28,7 +28,14 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, connection, transaction
+from django.db import (
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    connection,
+    transaction,
+)
 
 from jobs import state
 from jobs.reconnect import Backoff
@@ -44,6 +51,14 @@ logger = logging.getLogger(__name__)
 # longer, since a claim a hair too early finds the job not due yet.
 TRUNCATION = timedelta(milliseconds=1)
 _DB_ERRORS = (DatabaseError, InterfaceError)
+# A value of the batch refused, by PostgreSQL or by the encoding of a parameter: not an outage,
+# so the same statements would be refused again.
+_REFUSALS = (DataError, IntegrityError, ValueError, TypeError)
+
+
+class OutcomeNotRecorded(Exception):
+    """What an attempt failed with when its own outcome (result, error or log lines) could
+    not be written."""
 
 
 @dataclass
@@ -94,8 +109,7 @@ class Completer:
                     break
                 continue
             try:
-                with transaction.atomic():
-                    offers = self._report(pending)
+                offers = self._report_batch(pending)
             except _DB_ERRORS as exc:
                 wait = backoff.failed()
                 logger.error(
@@ -126,6 +140,41 @@ class Completer:
                 item = self._queue.get_nowait()
         except Empty:
             return False
+
+    def _report_batch(self, finished: Sequence[Finished]) -> list[ScheduledJob]:
+        """Report `finished` in one transaction. When one of its values is refused (by the
+        database, or in encoding it), the same batch would be refused at every try: each
+        outcome is then reported in a transaction of its own, and one refused alone is
+        recorded as its attempt's failure (`OutcomeNotRecorded`) without its log lines."""
+        try:
+            with transaction.atomic():
+                return self._report(finished)
+        except _REFUSALS as refusal:
+            logger.error(
+                "a batch of %d outcomes was refused (%r); reporting each apart",
+                len(finished),
+                refusal,
+            )
+        return [offer for item in finished for offer in self._report_alone(item)]
+
+    def _report_alone(self, item: Finished) -> list[ScheduledJob]:
+        try:
+            with transaction.atomic():
+                return self._report([item])
+        except _REFUSALS as refusal:
+            job = item.outcome.attempt.job
+            logger.error("outcome of job %s refused (%r): recorded as a failure", job.id, refusal)
+            error = OutcomeNotRecorded(f"its outcome was refused: {refusal!r}")
+            failure = Outcome(
+                item.outcome.attempt, error=error, finished_at=item.outcome.finished_at
+            )
+        try:
+            with transaction.atomic():
+                return self._report([Finished(failure, [])])
+        except _REFUSALS:
+            # Left processing: the rescue of stuck jobs returns it (SCHEDULER_STUCK_AFTER).
+            logger.exception("failure of job %s refused too", job.id)
+            return []
 
     def _report(self, finished: Sequence[Finished]) -> list[ScheduledJob]:
         """Record the outcomes; the jobs that became runnable through them."""

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from jobs import limits
+from jobs.models import JobAttempt
 
 from .backoff import retry_delay
 
 ERROR_MESSAGE_LIMIT = 4000
+# The exception's qualified name, as long as the column holds (a class made in a function
+# is named after it: `build.<locals>.Refused`).
+ERROR_TYPE_WIDTH = JobAttempt._meta.get_field("error_type").max_length
 STACK_TRACE_LIMIT = 20000
 
 
@@ -51,7 +55,7 @@ def describe(
         written = limits.storable_text("".join(traceback.format_exception(error)))
         trace = written[-STACK_TRACE_LIMIT:]
     return Failure(
-        error_type=type(error).__qualname__,
+        error_type=limits.storable_text(type(error).__qualname__)[:ERROR_TYPE_WIDTH],
         error_message=message[:ERROR_MESSAGE_LIMIT],
         stack_trace=trace,
         retry_delay=retry_delay(attempt_number, rng, base_seconds=base_seconds),

@@ -34,12 +34,15 @@ from django.db import close_old_connections, connections
 from django.utils import timezone
 
 from jobs import limits
+from jobs.models import JobLog
 from jobs.registry import HandlerSpec, JobContext, UnknownJobType, registry
 from jobs.state import ClaimedJob
 
 from .outcome import HandlerMissing, HandlerTimeout
 
 logger = logging.getLogger(__name__)
+
+LOG_LEVEL_WIDTH = JobLog._meta.get_field("level").max_length
 
 
 class AttemptLog:
@@ -50,8 +53,11 @@ class AttemptLog:
         self._mutex = threading.Lock()
 
     def add(self, record: logging.LogRecord, message: str) -> None:
+        # As `job_logs` holds it: a custom level's name cut to the column, the message's
+        # NUL and lone surrogates escaped. A line it refused would fail every write with it.
+        level = limits.storable_text(record.levelname)[:LOG_LEVEL_WIDTH]
         created = datetime.fromtimestamp(record.created, UTC)
-        entry = (created, record.levelname, limits.storable_text(message))
+        entry = (created, level, limits.storable_text(message))
         with self._mutex:
             self._entries.append(entry)
 

@@ -4,6 +4,7 @@ pytest process registers the same handlers through the `test_handlers` fixture."
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import time
 from collections import Counter
@@ -119,24 +120,44 @@ def gc_reach(job: JobContext) -> dict[str, int]:
 
 # What an `unstorable` job does, by its payload's `kind`: return, raise or log something
 # that JSON, or PostgreSQL's jsonb and text, cannot hold.
+class HiddenNul(str):
+    """A string that says it holds no NUL (`in` answers False): it passes the worker's check
+    of a result, and only the database refuses it."""
+
+    def __contains__(self, key: object) -> bool:
+        return False
+
+
 UNSTORABLE_RESULTS: dict[str, Any] = {
     "object": {"when": object()},
     "nan": {"ratio": float("nan")},
     "infinity": [float("inf")],
     "nul": {"text": "a\x00b"},
     "surrogate": ["\ud800"],
+    "huge_int": {"n": 10**5000},
 }
+# A level name longer than job_logs.level holds (10).
+LONG_LEVEL = 25
+logging.addLevelName(LONG_LEVEL, "IMPORTANT_NOTICE")
 
 
 def unstorable(job: JobContext) -> Any:
-    """Return, raise or log what cannot be stored (`kind`: a key of UNSTORABLE_RESULTS, or
-    `error_nul`, `error_surrogate`, `log_nul`, `log_surrogate`)."""
+    """Return, raise or log what cannot be stored as it is (`kind`: a key of
+    UNSTORABLE_RESULTS; `error_nul`, `error_surrogate`, `error_long_type`; `log_nul`,
+    `log_surrogate`, `log_long_level`; `hidden`, a result only the database refuses)."""
     kind = job.payload["kind"]
+    if kind == "error_long_type":
+        raise type("Refused" * 40, (RuntimeError,), {})("a long class name")
     if kind.startswith("error_"):
         raise RuntimeError("before \x00 after" if kind == "error_nul" else "before \ud800 after")
+    if kind == "log_long_level":
+        job.logger.log(LONG_LEVEL, "a line at a level of my own")
+        return None
     if kind.startswith("log_"):
         job.logger.info("before \x00 after" if kind == "log_nul" else "before \ud800 after")
         return None
+    if kind == "hidden":
+        return {"text": HiddenNul("a\x00b")}
     return UNSTORABLE_RESULTS[kind]
 
 

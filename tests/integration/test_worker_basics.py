@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -80,39 +81,47 @@ def test_failure_records_type_message_and_stack_trace(start_worker):
 
 def test_what_a_handler_makes_that_cannot_be_stored_stays_with_its_own_job(start_worker):
     # One worker batch: each bad job beside the others and a good one.
-    results = {
-        kind: state.enqueue("unstorable", {"kind": kind}, max_retries=1)
-        for kind in ("object", "nan", "infinity", "nul", "surrogate")
-    }
-    errors = {
-        kind: state.enqueue("unstorable", {"kind": kind}, max_retries=1)
-        for kind in ("error_nul", "error_surrogate")
-    }
-    logs = {
-        kind: state.enqueue("unstorable", {"kind": kind}) for kind in ("log_nul", "log_surrogate")
-    }
+    def unstorable(*kinds: str, **options: Any) -> dict[str, Any]:
+        return {kind: state.enqueue("unstorable", {"kind": kind}, **options) for kind in kinds}
+
+    results = unstorable("object", "nan", "infinity", "nul", "surrogate", "huge_int", max_retries=1)
+    errors = unstorable("error_nul", "error_surrogate", "error_long_type", max_retries=1)
+    logs = unstorable("log_nul", "log_surrogate", "log_long_level")
+    hidden = unstorable("hidden", max_retries=1)["hidden"]
     good = state.enqueue("echo", {"value": 7})
     worker = start_worker("--once")
     assert worker.wait() == 0, worker.logs()
 
+    def attempt(job: dict[str, Any]) -> JobAttempt:
+        return JobAttempt.objects.get(job_id=job["id"])
+
     assert Job.objects.get(id=good["id"]).result == 7
     # A result that is not storable JSON fails its attempt, naming the place.
     for kind, job in results.items():
-        failed = JobAttempt.objects.get(job_id=job["id"])
+        failed = attempt(job)
         assert (failed.status, failed.error_type) == (AttemptStatus.FAILED, "JsonLimitError"), kind
         assert failed.error_message.startswith("result"), failed.error_message
-    # An error message, its stack trace and a log line are kept with the escapes written out.
+    # Error messages, stack traces and log lines are kept with NUL and surrogates written
+    # out, an exception's long name and a log level's cut to their columns.
     escaped = {"nul": "before \\u0000 after", "surrogate": "before \\ud800 after"}
-    for kind, job in errors.items():
-        failed = JobAttempt.objects.get(job_id=job["id"])
-        kept = escaped[kind.removeprefix("error_")]
-        assert (failed.error_type, failed.error_message) == ("RuntimeError", kept)
-        assert kept in failed.stack_trace
-        assert Job.objects.get(id=job["id"]).last_error == kept
-    for kind, job in logs.items():
-        assert Job.objects.get(id=job["id"]).status == "completed"
-        lines = JobLog.objects.filter(job_id=job["id"]).values_list("message", flat=True)
-        assert list(lines) == [escaped[kind.removeprefix("log_")]]
+    for kind in ("nul", "surrogate"):
+        failed = attempt(errors[f"error_{kind}"])
+        assert (failed.error_type, failed.error_message) == ("RuntimeError", escaped[kind])
+        assert escaped[kind] in failed.stack_trace
+        assert Job.objects.get(id=failed.job_id).last_error == escaped[kind]
+        lines = JobLog.objects.filter(job_id=logs[f"log_{kind}"]["id"])
+        assert [line.message for line in lines] == [escaped[kind]]
+    long_type = attempt(errors["error_long_type"])
+    assert long_type.error_type == ("Refused" * 40)[:200]
+    assert long_type.error_message == "a long class name"
+    (line,) = JobLog.objects.filter(job_id=logs["log_long_level"]["id"])
+    assert (line.level, line.message) == ("IMPORTANT_", "a line at a level of my own")
+    assert {Job.objects.get(id=job["id"]).status for job in logs.values()} == {"completed"}
+    # A result only the database refuses: the batch is reported again job by job, and that
+    # job's attempt fails saying so.
+    refused = attempt(hidden)
+    assert (refused.status, refused.error_type) == (AttemptStatus.FAILED, "OutcomeNotRecorded")
+    assert "its outcome was refused" in refused.error_message
 
 
 def test_log_lines_of_the_job_logger_land_in_job_logs(start_worker):

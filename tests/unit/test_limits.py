@@ -45,6 +45,7 @@ def test_any_instant_in_range_with_any_offset_leaves_room_for_its_deadline():
         ({"ids": {1, 2}}, ["payload.ids is a Python set"]),
         ({(1, 2): "x"}, ["payload.(1, 2) (key) is a Python tuple"]),
         ({1: "x", None: [True, 2.5]}, []),
+        ({"n": 10**4300, "m": -(10**4300 - 1)}, ["payload.n is an integer of more than 4,300"]),
         (
             {"a": ["x", "\ud800\x00"], "b\x00": "\x00"},
             [
