@@ -11,6 +11,7 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from csp.middleware import CSPMiddleware
+from django.core.validators import ProhibitNullCharactersValidator
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.http.response import HttpResponseBase
 
@@ -112,10 +113,11 @@ class NulParameterMiddleware(_SyncAndAsyncMiddleware):
         if request.path.startswith("/api/"):
             return JsonResponse(validation_error_body(details), status=400)
         named = ", ".join(details)
-        return HttpResponseBadRequest(f"Null characters are not allowed in: {named}.")
+        return HttpResponseBadRequest(f"{_NUL_MESSAGE.removesuffix('.')} in: {named}.")
 
 
-_NUL_MESSAGE = "Null characters are not allowed."
+# Django's words, as every form and serializer field says them of its own value.
+_NUL_MESSAGE = str(ProhibitNullCharactersValidator.message)
 
 
 class AuditActorMiddleware(_SyncAndAsyncMiddleware):
