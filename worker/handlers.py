@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 
-from jobs import bulk, outbound
+from jobs import bulk, limits, outbound
 from jobs.registry import handler
 
 if TYPE_CHECKING:
@@ -103,7 +103,9 @@ def http_request(job: JobContext) -> dict[str, Any]:
             raise HandlerFailure(str(exc.reason)) from exc
         raise
     job.logger.info("%s %s -> %s", request.method, payload["url"], status)
-    return {"status": status, "body": text[:2000]}
+    # The answer's first characters, as the result can hold them (a binary answer's NUL
+    # written as its escape).
+    return {"status": status, "body": limits.storable_text(text[:2000])}
 
 
 @handler(

@@ -39,7 +39,8 @@ class Recorder(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "text/plain")
         self.end_headers()
-        self.wfile.write(b"hello from the test server")
+        binary = self.path.startswith("/binary")
+        self.wfile.write(b"\x00\x01 binary" if binary else b"hello from the test server")
 
     do_GET = do_POST = _answer
 
@@ -87,6 +88,17 @@ def test_http_request_posts_json_and_stores_the_answer(http_server):
     assert done.status == "completed"
     assert done.result == {"status": 200, "body": "hello from the test server"}
     assert Recorder.requests == [{"method": "POST", "path": "/hook", "body": '{"a": 1}'}]
+
+
+def test_http_request_to_a_receiver_answering_binary_succeeds_with_the_body_escaped(
+    http_server,
+):
+    job = state.enqueue("http_request", {"method": "GET", "url": f"{http_server}/binary"})
+    run_once()
+
+    done, _ = finished(job)
+    assert done.status == "completed"
+    assert done.result == {"status": 200, "body": "\\u0000\x01 binary"}
 
 
 def test_http_request_non_2xx_fails_the_attempt(http_server):
