@@ -41,6 +41,9 @@ PAGE_PARAM = "page"
 LIMIT_PARAM = "limit"
 CURSOR_PARAM = "cursor"
 FIRST = "first"
+# PostgreSQL's OFFSET and LIMIT are bigints: a page starting further is past the end of any
+# table it can hold.
+MAX_OFFSET = 2**63 - 1
 
 
 def _positive_int(
@@ -91,7 +94,11 @@ def paginate(
         # The rows before the page are skipped over their ids only (an index-only walk);
         # job objects are built for the page's rows alone.
         offset = (page_number - 1) * limit
-        rows = list(queryset.filter(pk__in=queryset.values("pk")[offset : offset + limit + 1]))
+        rows = (
+            list(queryset.filter(pk__in=queryset.values("pk")[offset : offset + limit + 1]))
+            if offset + limit + 1 <= MAX_OFFSET
+            else []
+        )
         if not rows and page_number > 1:
             pages = max(1, -(-count // limit))
             about = "" if exact else "about "

@@ -238,6 +238,11 @@ def test_pagination_links_and_bounds(viewer_client, job_row):
     assert link(third["previous"])[1]["page"] == ["2"]
     error = assert_error(viewer_client.get(JOBS, {"limit": 2, "page": 4}), 404, "not_found")
     assert "past the end" in error["message"]
+    # A page whose first row would be past any table PostgreSQL can hold (its OFFSET is a
+    # bigint) is past the end too, on every list.
+    for route in (JOBS, f"{JOBS}/dlq"):
+        error = assert_error(viewer_client.get(route, {"page": 10**20}), 404, "not_found")
+        assert error["message"].startswith(f"Page {10**20} is past the end")
 
 
 def test_default_page_size_is_20_and_50_is_the_maximum(viewer_client, job_row):
