@@ -13,7 +13,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.staticfiles import finders
 from django.core.exceptions import RequestDataTooBig
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -181,6 +181,21 @@ def test_create_api_token_defaults_new_users_to_viewer_and_keeps_existing_roles(
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {viewer_token}")
     assert_error(client.post(JOBS, NEW_JOB, format="json"), 403, "permission_denied")
+
+
+@pytest.mark.parametrize(
+    ("username", "message"),
+    [
+        ("", "This field cannot be blank."),
+        ("a b", "Enter a valid username."),
+        ("x" * 151, "Ensure this value has at most 150 characters (it has 151)."),
+    ],
+)
+def test_create_api_token_refuses_a_username_django_would_refuse(username, message):
+    with pytest.raises(CommandError, match=re.escape(f"{username!r}: {message}")):
+        run_create_api_token(username)
+    assert not get_user_model().objects.exists()
+    assert not ApiToken.objects.exists()
 
 
 # --- the envelope at the edges ---------------------------------------------------------------

@@ -1,10 +1,12 @@
 """`python manage.py create_api_token <username> [--role viewer|operator]`."""
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.db.models import Field
 
 from jobs.api.auth import issue_token
 from jobs.roles import Role, assign_role
@@ -26,11 +28,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, username: str, role: str | None, **options: Any) -> None:
+        user_model = get_user_model()
         with transaction.atomic():
-            user, created = get_user_model().objects.get_or_create(username=username)
-            if created:
+            user = user_model._default_manager.filter(
+                **{user_model.USERNAME_FIELD: username}
+            ).first()
+            created = user is None
+            if user is None:
+                user = user_model(**{user_model.USERNAME_FIELD: self._valid(username)})
                 user.set_unusable_password()
-                user.save(update_fields=["password"])
+                user.save()
             if created or role is not None:
                 assign_role(user, Role(role or Role.VIEWER))
             token = issue_token(user)
@@ -38,3 +45,15 @@ class Command(BaseCommand):
         role_note = f" with role {role}" if role else ""
         self.stderr.write(f"{verb} user {username}{role_note}. Token (shown once):")
         self.stdout.write(token)
+
+    @staticmethod
+    def _valid(username: str) -> str:
+        """`username` as the user model's field cleans it, or the reason it refuses it (as
+        `createsuperuser` does: the same validators, the same words)."""
+        user_model = get_user_model()
+        field = cast("Field[Any, Any]", user_model._meta.get_field(user_model.USERNAME_FIELD))
+        try:
+            cleaned: str = field.clean(username, None)
+        except ValidationError as error:
+            raise CommandError(f"{username!r}: {' '.join(error.messages)}") from None
+        return cleaned

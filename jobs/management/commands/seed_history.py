@@ -17,6 +17,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
+from jobs.management.arguments import positive_int
+
 DEFAULT_DAYS = 30
 DEFAULT_SEED = 0.2026
 # Upper bounds of a uniform draw: what becomes of a job (the rest are scheduled later).
@@ -167,13 +169,6 @@ def _draw_sql() -> str:
     return _DRAW.format(type_cases=" ".join(cases))
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError(value)
-    return number
-
-
 class Command(BaseCommand):
     help = (
         "Load a month of realistic job history (finished, cancelled, DLQ, scheduled; attempts "
@@ -181,10 +176,10 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--rows", type=_positive, required=True, help="jobs to add")
+        parser.add_argument("--rows", type=positive_int, required=True, help="jobs to add")
         parser.add_argument(
             "--days",
-            type=_positive,
+            type=positive_int,
             default=DEFAULT_DAYS,
             help=f"how far back the history reaches (default {DEFAULT_DAYS})",
         )

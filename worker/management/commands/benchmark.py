@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from jobs.management.arguments import positive_int
 from worker.bench.schedulers import DEFAULT_RUNS, DEFAULT_SIZES, render, run
 
 
@@ -23,16 +24,6 @@ def _sizes(value: str) -> list[int]:
             f"expected positive job counts separated by commas, like 1000,5000; got {value!r}"
         )
     return sizes
-
-
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return number
 
 
 class Command(BaseCommand):
@@ -49,7 +40,7 @@ class Command(BaseCommand):
             help="job counts, comma-separated (default 1000,5000,10000)",
         )
         parser.add_argument(
-            "--runs", type=_positive, default=DEFAULT_RUNS, help="runs per figure (median)"
+            "--runs", type=positive_int, default=DEFAULT_RUNS, help="runs per figure (median)"
         )
         parser.add_argument(
             "--output",

@@ -14,23 +14,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
+from jobs.management.arguments import non_negative_int, positive_int
 from jobs.queue_names import QueueSelection, name_errors
 from worker.schedulers import SCHEDULERS
 from worker.worker import Worker
-
-
-def positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError(value)
-    return number
-
-
-def non_negative_int(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise ValueError(value)
-    return number
 
 
 def queue_list(value: str) -> tuple[str, ...]:
@@ -48,7 +35,7 @@ def queue_slots(value: str) -> tuple[str, int]:
     queue_list(name)
     try:
         return name.strip(), positive_int(slots)
-    except ValueError:
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"{value!r}: write NAME=N, N handler slots") from None
 
 
