@@ -338,7 +338,11 @@ class Processor:
             # Checked here so that one bad result cannot fail its whole completion batch.
             if result is not None and (unstorable := limits.json_errors(result, name="result")):
                 raise limits.JsonLimitError(" ".join(unstorable))
-        except Exception as error:
+        # BaseException too: a handler's sys.exit() (a wrapped command-line tool) or a stray
+        # KeyboardInterrupt fails its attempt. Let through, it would end the handler's thread,
+        # leaving the attempt to time out, or the worker itself when inline; the worker stops
+        # on its signals, never on what job code raises.
+        except BaseException as error:
             return Outcome(attempt, error=error)
         finally:
             # A handler thread's own connections: kept for its next job unless broken or

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -161,6 +162,14 @@ def unstorable(job: JobContext) -> Any:
     return UNSTORABLE_RESULTS[kind]
 
 
+def leave(job: JobContext) -> None:
+    """Raise what stops a program, not a job: `sys.exit(code)` or a stray KeyboardInterrupt
+    (`how`: "exit" or "interrupt")."""
+    if job.payload["how"] == "exit":
+        sys.exit(job.payload.get("code"))
+    raise KeyboardInterrupt
+
+
 @dataclass
 class Size:
     width: int
@@ -220,6 +229,8 @@ HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "echo": (echo, {}),
     "gc_reach": (gc_reach, {}),
     "unstorable": (unstorable, {}),
+    "leave": (leave, {}),
+    "leave_inline": (leave, {"inline": True}),
     "typed_dataclass": (typed, {"schema": ResizeArgs}),
     "typed_dict": (typed, {"schema": MailArgs}),
     "typed_model": (typed, {"schema": ReportArgs}),

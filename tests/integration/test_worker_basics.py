@@ -124,6 +124,30 @@ def test_what_a_handler_makes_that_cannot_be_stored_stays_with_its_own_job(start
     assert "its outcome was refused" in refused.error_message
 
 
+def test_a_handler_that_exits_or_is_interrupted_fails_its_attempt_not_the_worker(start_worker):
+    # sys.exit() in job code (a wrapped command-line tool) or a stray KeyboardInterrupt: the
+    # worker stops on its signals, never on what a job raises, on a thread or inline.
+    leaving = [
+        state.enqueue(job_type, {"how": how, **extra}, max_retries=1)
+        for job_type in ("leave", "leave_inline")
+        for how, extra in (("exit", {"code": 2}), ("exit", {}), ("interrupt", {}))
+    ]
+    good = state.enqueue("echo", {"value": 7})
+    worker = start_worker("--once")
+    assert worker.wait() == 0, worker.logs()
+    assert Job.objects.get(id=good["id"]).result == 7
+    recorded = [
+        (attempt.status, attempt.error_type, attempt.error_message)
+        for attempt in (JobAttempt.objects.get(job_id=job["id"]) for job in leaving)
+    ]
+    assert recorded == 2 * [
+        (AttemptStatus.FAILED, "SystemExit", "2"),
+        (AttemptStatus.FAILED, "SystemExit", "SystemExit"),
+        (AttemptStatus.FAILED, "KeyboardInterrupt", "KeyboardInterrupt"),
+    ]
+    assert {Job.objects.get(id=job["id"]).in_dlq for job in leaving} == {True}
+
+
 def test_log_lines_of_the_job_logger_land_in_job_logs(start_worker):
     job = state.enqueue("echo", {"log": ["first line", "second line"], "value": 1})
     worker = start_worker("--once")
