@@ -28,6 +28,7 @@ build, is left to jsonschema.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 import threading
@@ -261,6 +262,14 @@ class HandlerRegistry:
             raise ValueError(f"job type {name!r}: {wrong[0]}")
 
         def decorate(func: HandlerFunc) -> HandlerFunc:
+            if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+                # A handler thread calling it would only make a coroutine: nothing would run,
+                # and every attempt would fail on a result JSON cannot hold.
+                raise TypeError(
+                    f"job type {name!r}: {getattr(func, '__name__', func)} is async; handlers "
+                    "are plain functions run on the worker's threads (call a coroutine from "
+                    "one with asgiref.sync.async_to_sync)"
+                )
             if name in self._handlers and self._handlers[name].func is not func:
                 raise ValueError(f"job type {name!r} is already registered")
             self._handlers[name] = HandlerSpec(

@@ -153,3 +153,20 @@ def test_a_value_json_has_no_type_for_is_judged_and_worded_as_before() -> None:
     assert errors == {
         "payload.subject": ["datetime.datetime(2026, 1, 1, 0, 0) is not of type 'string'"]
     }
+
+
+def test_an_async_handler_is_refused_when_registered_not_failed_at_every_run() -> None:
+    # Called on a handler thread it would only make a coroutine: nothing run, every attempt
+    # failing on a result JSON cannot hold.
+    registry = HandlerRegistry()
+
+    async def send(job: JobContext) -> None:
+        return None
+
+    async def stream(job: JobContext) -> Any:
+        yield 1
+
+    for func in (send, stream):
+        with pytest.raises(TypeError, match=f"job type 'mail': {func.__name__} is async"):
+            registry.register("mail")(func)
+        assert "mail" not in registry
