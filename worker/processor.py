@@ -79,8 +79,16 @@ class JobLogRouter(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         log = self.logs.get(getattr(record, "attempt_id", ""))
-        if log is not None:
-            log.add(record, self.format(record))
+        if log is None:
+            return
+        try:
+            message = self.format(record)
+        except Exception:
+            # As every logging handler: a line whose arguments its format refuses is reported
+            # on stderr and lost, never raised into the job that logged it.
+            self.handleError(record)
+            return
+        log.add(record, message)
 
 
 job_log_router = JobLogRouter()

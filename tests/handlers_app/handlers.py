@@ -145,7 +145,8 @@ logging.addLevelName(LONG_LEVEL, "IMPORTANT_NOTICE")
 def unstorable(job: JobContext) -> Any:
     """Return, raise or log what cannot be stored as it is (`kind`: a key of
     UNSTORABLE_RESULTS; `error_nul`, `error_surrogate`, `error_long_type`; `log_nul`,
-    `log_surrogate`, `log_long_level`; `hidden`, a result only the database refuses)."""
+    `log_surrogate`, `log_long_level`, `log_bad_format` (arguments its format refuses);
+    `hidden`, a result only the database refuses)."""
     kind = job.payload["kind"]
     if kind == "error_long_type":
         raise type("Refused" * 40, (RuntimeError,), {})("a long class name")
@@ -153,6 +154,11 @@ def unstorable(job: JobContext) -> Any:
         raise RuntimeError("before \x00 after" if kind == "error_nul" else "before \ud800 after")
     if kind == "log_long_level":
         job.logger.log(LONG_LEVEL, "a line at a level of my own")
+        return None
+    if kind == "log_bad_format":
+        job.logger.info("before")
+        job.logger.info("%d items", "three")
+        job.logger.info("after")
         return None
     if kind.startswith("log_"):
         job.logger.info("before \x00 after" if kind == "log_nul" else "before \ud800 after")

@@ -86,7 +86,7 @@ def test_what_a_handler_makes_that_cannot_be_stored_stays_with_its_own_job(start
 
     results = unstorable("object", "nan", "infinity", "nul", "surrogate", "huge_int", max_retries=1)
     errors = unstorable("error_nul", "error_surrogate", "error_long_type", max_retries=1)
-    logs = unstorable("log_nul", "log_surrogate", "log_long_level")
+    logs = unstorable("log_nul", "log_surrogate", "log_long_level", "log_bad_format")
     hidden = unstorable("hidden", max_retries=1)["hidden"]
     good = state.enqueue("echo", {"value": 7})
     worker = start_worker("--once")
@@ -116,6 +116,10 @@ def test_what_a_handler_makes_that_cannot_be_stored_stays_with_its_own_job(start
     assert long_type.error_message == "a long class name"
     (line,) = JobLog.objects.filter(job_id=logs["log_long_level"]["id"])
     assert (line.level, line.message) == ("IMPORTANT_", "a line at a level of my own")
+    # A line whose arguments its format refuses is lost, as Python's logging loses it (the
+    # worker's stderr says why); the job and its other lines go on.
+    lines = JobLog.objects.filter(job_id=logs["log_bad_format"]["id"]).order_by("id")
+    assert [line.message for line in lines] == ["before", "after"]
     assert {Job.objects.get(id=job["id"]).status for job in logs.values()} == {"completed"}
     # A result only the database refuses: the batch is reported again job by job, and that
     # job's attempt fails saying so.
