@@ -278,7 +278,7 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     """
     now = timezone.now()
     errors = _validate(spec, now)
-    if not (len(key) <= 255 and IDEMPOTENCY_KEY.fullmatch(key)):
+    if not (isinstance(key, str) and len(key) <= 255 and IDEMPOTENCY_KEY.fullmatch(key)):
         errors["idempotency_key"] = [
             "Must be 1 to 255 printable ASCII characters, not starting or ending with a space."
         ]
@@ -438,10 +438,14 @@ def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 1000) -> list[Jo
     workers per INSERT; each job still has its `job.created`. Inside a caller's transaction
     they exist only if it commits.
     """
+    if type(batch_size) is not int or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     now = timezone.now()
     specs = list(specs)
     errors: dict[str, list[str]] = {}
     for index, spec in enumerate(specs):
+        if not isinstance(spec, JobSpec):
+            raise TypeError(f"enqueue_many: item {index} is a {type(spec).__name__}, not a JobSpec")
         if spec.depends_on is not None:
             errors[f"{index}.depends_on"] = [
                 "Not in a batch: a job with a dependency is created on its own."

@@ -1,10 +1,12 @@
-"""`jobs.state.enqueue()` from Python: every wrong argument is a JobValidationError naming
-its field, as the HTTP API's 400 names it, never a TypeError or a database error, and no job
-is written."""
+"""`jobs.state.enqueue()` and `enqueue_many()` from Python: every wrong argument of a job is
+a JobValidationError naming its field, as the HTTP API's 400 names it, never a TypeError or a
+database error; a wrong argument of the call itself is a TypeError or ValueError saying so.
+No job is written."""
 
 from __future__ import annotations
 
 import decimal
+import re
 import uuid
 from datetime import datetime, timedelta
 
@@ -36,6 +38,7 @@ LATER = datetime(2030, 1, 1, 9, 0)
         ({"recur_interval": 60}, "recur_interval", "Must be one of"),
         ({"cron": 5}, "cron", "Must have 5 fields"),
         ({"cron": "0 9 * * *", "timezone": 1}, "timezone", "Unknown time zone"),
+        ({"idempotency_key": 5}, "idempotency_key", "Must be 1 to 255 printable ASCII"),
     ],
 )
 def test_a_wrong_argument_is_a_validation_error_naming_its_field(arguments, field, message):
@@ -53,3 +56,23 @@ def test_an_aware_scheduled_at_in_any_zone_is_taken():
     assert Job.objects.get(id=job["id"]).scheduled_at == LATER.replace(tzinfo=paris) + timedelta(
         hours=1
     )
+
+
+@pytest.mark.parametrize(
+    ("specs", "options", "error", "message"),
+    [
+        ([{"type": "noop", "payload": {}}], {}, TypeError, "item 0 is a dict, not a JobSpec"),
+        ("noop", {}, TypeError, "item 0 is a str, not a JobSpec"),
+        ([state.JobSpec("noop", {})], {"batch_size": 0}, ValueError, "got 0"),
+        ([state.JobSpec("noop", {})], {"batch_size": -1}, ValueError, "got -1"),
+        ([state.JobSpec("noop", {})], {"batch_size": 2.5}, ValueError, "got 2.5"),
+    ],
+)
+def test_enqueue_many_refuses_what_it_cannot_take_and_writes_nothing(
+    specs, options, error, message
+):
+    # Not a job's fields but the call's own: a batch size that wrote nothing and said nothing
+    # (-1) or failed deep inside (0, 2.5), items that are not JobSpecs.
+    with pytest.raises(error, match=re.escape(message)):
+        state.enqueue_many(specs, **options)
+    assert not Job.objects.exists()
