@@ -23,6 +23,12 @@ from django.conf import settings
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
+# An http(s) URL that http.client will send: no control character or space anywhere (it
+# refuses them with InvalidURL, so every attempt would fail); write them %-encoded. A
+# lookahead rather than `[^...]+$`: Python's `$` also matches before a final newline.
+SENDABLE_URL_PATTERN = "^(?!.*[\\x00-\\x20\\x7f])https?://"
+SENDABLE_URL = "an http:// or https:// URL, spaces and control characters %-encoded"
+
 
 class TargetRefused(OSError):
     """The target's address is not public and not allowed in the settings."""

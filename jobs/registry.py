@@ -187,6 +187,10 @@ def _describe(error: ValidationError) -> Iterable[tuple[list[str], str]]:
             if name not in known and not any(re.search(p, str(name)) for p in patterns)
         ]
         yield path, f"Unknown field(s): {', '.join(unknown)}."
+    elif error.validator == "pattern" and isinstance(error.schema.get("description"), str):
+        # A pattern says what it wants in its description (a noun phrase) better than the
+        # regular expression itself does.
+        yield path, f"Must be {error.schema['description']}."
     else:
         yield path, error.message
 

@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -65,14 +66,8 @@ def validate(url: Any, event_types: Any, secret: Any) -> dict[str, list[str]]:
         errors["url"] = ["This field is required."]
     elif len(url) > max_url:
         errors["url"] = [f"At most {max_url} characters."]
-    else:
-        try:
-            _url_validator(url.strip())
-        except ValidationError:
-            errors["url"] = ["Enter an http:// or https:// URL."]
-        else:
-            if refused := outbound.url_refusal(url.strip()):
-                errors["url"] = [f"Not allowed: {refused}."]
+    elif wrong := _url_errors(url.strip()):
+        errors["url"] = wrong
     allowed = ", ".join(DELIVERABLE_EVENT_TYPES)
     if not isinstance(event_types, list | tuple) or not event_types:
         errors["event_types"] = [f"Choose at least one of: {allowed}."]
@@ -86,6 +81,19 @@ def validate(url: Any, event_types: Any, secret: Any) -> dict[str, list[str]]:
     elif len(secret) > max_secret:
         errors["secret"] = [f"At most {max_secret} characters."]
     return errors
+
+
+def _url_errors(url: str) -> list[str]:
+    try:
+        _url_validator(url)
+    except ValidationError:
+        return ["Enter an http:// or https:// URL."]
+    # Django's validator lets control characters through; no delivery could send them.
+    if not re.search(outbound.SENDABLE_URL_PATTERN, url):
+        return [f"Must be {outbound.SENDABLE_URL}."]
+    if refused := outbound.url_refusal(url):
+        return [f"Not allowed: {refused}."]
+    return []
 
 
 def create_webhook(*, url: str, event_types: list[str], secret: str, user: Any) -> Webhook:

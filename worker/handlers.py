@@ -65,7 +65,11 @@ def send_email(job: JobContext) -> dict[str, Any]:
         "type": "object",
         "properties": {
             "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]},
-            "url": {"type": "string", "pattern": "^https?://"},
+            "url": {
+                "type": "string",
+                "pattern": outbound.SENDABLE_URL_PATTERN,
+                "description": outbound.SENDABLE_URL,
+            },
             "headers": {"type": "object", "additionalProperties": {"type": "string"}},
             "json": {},
             # A body sent byte for byte (a signed webhook delivery), instead of `json`.

@@ -136,6 +136,19 @@ def test_payload_is_checked_against_the_handler_schema(operator_client):
     assert error["details"] == {"payload.to": ["This field is required."]}
 
 
+@pytest.mark.parametrize("url", ["https://example.com/a b", "https://example.com/\x01", "ftp://x"])
+def test_an_http_request_to_a_url_no_request_could_carry_is_refused(operator_client, url):
+    # http.client refuses a space or control character in a URL: every attempt would fail.
+    body = {"type": "http_request", "payload": {"url": url}, "priority": 2}
+    error = assert_error(post(operator_client, body), 400, "validation_error")
+    assert error["details"] == {
+        "payload.url": [
+            "Must be an http:// or https:// URL, spaces and control characters %-encoded."
+        ]
+    }
+    assert Job.objects.count() == 0
+
+
 def test_missing_required_fields_are_each_named(operator_client):
     error = assert_error(post(operator_client, {}), 400, "validation_error")
     assert set(error["details"]) == {"type", "payload", "priority"}
