@@ -5,8 +5,10 @@
 - uvloop and httptools (the fast parser), no lifespan (Django has none), no access log
   (`jobs.api.middleware` writes one line per request, with its request id), no proxy-header
   rewriting (`jobs.api.clients.client_address` is the one reader of `X-Forwarded-For`,
-  behind `TRUSTED_PROXIES`), and gunicorn's `graceful_timeout` as uvicorn's own: event
-  streams never end by themselves, so a stopping worker closes them after that long.
+  behind `TRUSTED_PROXIES`), and gunicorn's `graceful_timeout` as uvicorn's own.
+- `Server`: a stopping worker ends its event streams first (`jobs.live.hub.close_streams`).
+  They never end by themselves, so every open console held a stop (a deploy, a restart,
+  Ctrl-C of `make prod`) for the whole graceful timeout; browsers reconnect on their own.
 - `LimitedHttpToolsProtocol`: httptools has no limit on the request line or the headers, and
   uvicorn sets none, so a client could make a worker buffer megabytes. The limits are
   daphne's (Twisted's 16 KiB per line, `scheduler_project.daphne_limits`), answered the same
@@ -23,9 +25,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import socket
+import sys
 from typing import Any
 
+from gunicorn.arbiter import Arbiter
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import Server as UvicornServer
 from uvicorn_worker import UvicornWorker as BaseUvicornWorker
 
 MAX_LINE_BYTES = 16 * 1024
@@ -149,6 +155,15 @@ def head_too_large() -> RequestTooLarge:
     return header_too_large(f"The headers are over {MAX_HEAD_BYTES} bytes in all.")
 
 
+class Server(UvicornServer):
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Imported here: uvicorn may load this module before the Django app is set up.
+        from jobs.live.hub import close_streams
+
+        close_streams()
+        await super().shutdown(sockets)
+
+
 class UvicornWorker(BaseUvicornWorker):
     CONFIG_KWARGS = {
         "loop": "uvloop",
@@ -167,3 +182,12 @@ class UvicornWorker(BaseUvicornWorker):
         # gunicorn has loaded the application (Django, the URLs, the ASGI handler) by now.
         gc.freeze()
         super().run()
+
+    async def _serve(self) -> None:
+        # uvicorn-worker's, serving with `Server` rather than uvicorn's.
+        self.config.app = self.wsgi
+        server = Server(config=self.config)
+        self._install_sigquit_handler()
+        await server.serve(sockets=self.sockets)
+        if not server.started:
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)

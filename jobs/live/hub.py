@@ -159,6 +159,14 @@ class EventHub:
         self._beat = self.loop.call_later(self.keepalive_seconds, self._keepalive)
         self.broadcast(KEEPALIVE)
 
+    def close_all(self) -> None:
+        """End every stream after the frames queued for it: the server is stopping. A browser
+        reconnects by itself (the stream's `retry`) to a server that is still serving."""
+        for client in list(self._clients):
+            client.closed = True
+            client.deliver(client)
+            self.leave(client)
+
     def _drop(self, client: Client) -> None:
         logger.warning("SSE client dropped: %d frames behind", len(client.frames))
         client.dropped = client.closed = True
@@ -251,6 +259,12 @@ class EventHub:
 
 
 _hub: EventHub | None = None
+
+
+def close_streams() -> None:
+    """End the streams of the running event loop's hub, if it has one (its server stops)."""
+    if _hub is not None and _hub.loop is asyncio.get_running_loop():
+        _hub.close_all()
 
 
 def get_hub() -> EventHub:

@@ -12,6 +12,7 @@ import http.client
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -478,6 +479,35 @@ def test_a_client_that_stops_reading_is_dropped_and_its_stream_ended_by_the_prod
 
     assert b'event: stream.dropped\ndata: {"reason":"client_too_slow"}' in received
     assert b'"id":"flood-199"' not in received
+
+
+def test_a_stopping_production_server_ends_its_streams_rather_than_wait_for_them(
+    subprocess_env: dict[str, str], token: str, tmp_path: Path
+) -> None:
+    """A stream never ends by itself: on SIGTERM (a deploy, a restart) the server ends each
+    one cleanly, so an open console does not hold the stop for the graceful timeout, here
+    set to two minutes; the browser reconnects on its own."""
+    env = {**subprocess_env, "GUNICORN_CMD_ARGS": "--graceful-timeout 120"}
+    server = OneWorkerProductionServer(env, tmp_path / "production.log")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(
+                f"GET /api/jobs/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: Bearer {token}\r\n\r\n".encode()
+            )
+            received = b""
+            while b"event: stats.updated" not in received:
+                received += sock.recv(65536)
+            server.process.send_signal(signal.SIGTERM)
+            sock.settimeout(60)
+            while chunk := sock.recv(65536):
+                received += chunk
+        assert server.process.wait(timeout=60) == 0, server.log()
+    finally:
+        server.stop()
+
+    # Chunked encoding's last chunk: the response ended, it was not cut off.
+    assert received.endswith(b"0\r\n\r\n")
 
 
 # --- Redis goes away and comes back -------------------------------------------------------------
