@@ -441,6 +441,18 @@ def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
     assert not counts["after"]["reader_running"] and not counts["after"]["stopping_reader"]
 
 
+def open_stream(sock: socket.socket, token: str) -> bytes:
+    """Ask for the stream on a connected socket; what it sent up to its first stats."""
+    sock.sendall(
+        f"GET /api/jobs/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n".encode()
+    )
+    received = b""
+    while b"event: stats.updated" not in received:
+        received += sock.recv(65536)
+    return received
+
+
 def test_a_client_that_stops_reading_is_dropped_and_its_stream_ended_by_the_production_server(
     subprocess_env: dict[str, str], token: str, tmp_path: Path
 ) -> None:
@@ -455,13 +467,7 @@ def test_a_client_that_stops_reading_is_dropped_and_its_stream_ended_by_the_prod
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.settimeout(10)
             sock.connect(("127.0.0.1", server.port))
-            sock.sendall(
-                f"GET /api/jobs/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                f"Authorization: Bearer {token}\r\n\r\n".encode()
-            )
-            received = b""
-            while b"event: stats.updated" not in received:
-                received += sock.recv(65536)
+            received = open_stream(sock, token)
             bus = get_event_bus()
             for n in range(200):
                 bus.publish("job.created", {"id": f"flood-{n}", "padding": "x" * 16384})
@@ -491,13 +497,7 @@ def test_a_stopping_production_server_ends_its_streams_rather_than_wait_for_them
     server = OneWorkerProductionServer(env, tmp_path / "production.log")
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-            sock.sendall(
-                f"GET /api/jobs/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                f"Authorization: Bearer {token}\r\n\r\n".encode()
-            )
-            received = b""
-            while b"event: stats.updated" not in received:
-                received += sock.recv(65536)
+            received = open_stream(sock, token)
             server.process.send_signal(signal.SIGTERM)
             sock.settimeout(60)
             while chunk := sock.recv(65536):
