@@ -773,7 +773,7 @@ def retry_with_payload(job_id: uuid.UUID, payload: Any) -> JobObject:
     current = Job.objects.filter(id=job_id).values("type").first()
     if current is None:
         raise JobNotFound(job_id)
-    if errors := _payload_errors(registry.get(current["type"]), payload):
+    if errors := _payload_errors(_stored_type_handler(current["type"]), payload):
         raise JobValidationError(errors)
     with transaction.atomic():
         rows = fetch("edit_dlq_payload", {"job_id": job_id, "payload": Jsonb(payload)})
@@ -787,6 +787,15 @@ def retry_with_payload(job_id: uuid.UUID, payload: Any) -> JobObject:
             after={"payload": payload},
         )
         return retry_from_dlq(job_id)
+
+
+def _stored_type_handler(job_type: str) -> HandlerSpec | None:
+    """The handler of a stored job's type; None when this process has none (removed in a
+    deploy, or run only by other workers): the job still exists, and may be retried."""
+    try:
+        return registry.load(job_type)
+    except UnknownJobType:
+        return None
 
 
 def purge(job_id: uuid.UUID) -> None:
