@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .queue_names import NAME_RULE, QUEUE_NAME_PATTERN, QueueSelection
+from .registry import TYPE_NAME_MAX_LENGTH
 
 
 class JobStatus(models.TextChoices):
@@ -38,7 +39,7 @@ class Schedule(models.Model):
     (`jobs.recurrence.CronRecurrence`)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    type = models.CharField(max_length=100)
+    type = models.CharField(max_length=TYPE_NAME_MAX_LENGTH)
     payload = models.JSONField(default=dict)
     priority = models.PositiveSmallIntegerField(default=2)
     max_retries = models.PositiveSmallIntegerField(default=3)
@@ -61,7 +62,7 @@ class Schedule(models.Model):
 
 class Job(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    type = models.CharField(max_length=100)
+    type = models.CharField(max_length=TYPE_NAME_MAX_LENGTH)
     # The queue it waits in (`jobs.queues`); a database default too, for raw inserts.
     queue = models.CharField(max_length=100, default="default", db_default="default")
     payload = models.JSONField(default=dict)

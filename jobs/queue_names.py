@@ -1,5 +1,6 @@
 """Queue names and the queues a worker serves: the rules the job, its type's registration
-and the worker share (`jobs.queues` holds what is decided about a queue)."""
+and the worker share (`jobs.queues` holds what is decided about a queue). A job type's name
+and a limit's follow the same rule: all three appear in URL paths and in lists."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ _NAME = re.compile(QUEUE_NAME_PATTERN)
 NAME_RULE = "1 to 100 letters, digits, '_', '-', '.' or ':'."
 
 
-def name_errors(name: object) -> list[str]:
-    """Why `name` cannot name a queue; empty when it can."""
-    if not isinstance(name, str) or not _NAME.match(name):
-        return [f"A queue name is {NAME_RULE}"]
+def name_errors(name: object, what: str = "A queue name") -> list[str]:
+    """Why `name` cannot name a queue (or `what` it names); empty when it can."""
+    # fullmatch: the pattern's `$` would also let a final newline through.
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        return [f"{what} is {NAME_RULE}"]
     return []
 
 

@@ -201,8 +201,8 @@ def limit_name_errors(scope: str, name: str) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     if scope not in LimitScope.values:
         errors["scope"] = [f"Must be one of: {', '.join(LimitScope.values)}."]
-    if wrong := name_errors(name):
-        errors["name"] = [wrong[0].replace("A queue name", "A limited name")]
+    if wrong := name_errors(name, "A limited name"):
+        errors["name"] = wrong
     return errors
 
 

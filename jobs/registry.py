@@ -96,6 +96,20 @@ class JobContext(Generic[PayloadT]):
 _CANCEL_EVENTS = threading.Lock()
 
 
+# `jobs.type` is a varchar of this many characters.
+TYPE_NAME_MAX_LENGTH = 100
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def type_name_errors(name: object) -> list[str]:
+    """Why `name` cannot name a job type; empty when it can."""
+    if not isinstance(name, str) or not 1 <= len(name) <= TYPE_NAME_MAX_LENGTH:
+        return [f"A job type's name is a string of 1 to {TYPE_NAME_MAX_LENGTH} characters."]
+    if _CONTROL_CHARACTER.search(name):
+        return ["A job type's name holds no control character."]
+    return []
+
+
 class UnknownJobType(LookupError):
     pass
 
@@ -262,8 +276,16 @@ class HandlerRegistry:
         else:
             payload_schema, adapter = derive_schema(schema)
         Draft202012Validator.check_schema(payload_schema)
+        if wrong := type_name_errors(name):
+            raise ValueError(f"job type {name!r}: {wrong[0]}")
         if queue is not None and (wrong := queue_name_errors(queue)):
             raise ValueError(f"job type {name!r}: {wrong[0]}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            raise ValueError(
+                f"job type {name!r}: timeout is a number of seconds above 0, got {timeout!r}"
+            )
 
         def decorate(func: HandlerFunc) -> HandlerFunc:
             if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):

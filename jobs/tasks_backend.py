@@ -34,13 +34,10 @@ from typing_extensions import ParamSpec
 
 from . import queue_names, state
 from .models import Job, JobAttempt, JobStatus
-from .registry import JobContext, UnknownJobType, registry
+from .registry import JobContext, UnknownJobType, registry, type_name_errors
 
 T = TypeVar("T")
 P = ParamSpec("P")
-
-# `jobs.type` is a varchar(100).
-TYPE_MAX_LENGTH = Job._meta.get_field("type").max_length or 100
 
 TASK_PAYLOAD_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -102,10 +99,8 @@ class SchedulerBackend(BaseTaskBackend):
         if wrong := queue_names.name_errors(task.queue_name):
             raise InvalidTaskError(f"queue_name {task.queue_name!r}: {wrong[0]}")
         name = task.module_path
-        if len(name) > TYPE_MAX_LENGTH:
-            raise InvalidTaskError(
-                f"Task path {name!r} is longer than {TYPE_MAX_LENGTH} characters (a job type)."
-            )
+        if wrong := type_name_errors(name):
+            raise InvalidTaskError(f"Task path {name!r}: {wrong[0]}")
         if name not in registry:
             doc = (task.func.__doc__ or "").strip().split("\n")[0]
             registry.register(

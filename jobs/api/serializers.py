@@ -23,6 +23,7 @@ from jobs.explain import REASONS
 from jobs.filters import InstantError, parse_instant
 from jobs.models import AttemptStatus, JobStatus, LimitScope, RecurInterval
 from jobs.queues import MAX_LIMIT, MAX_PERIOD_SECONDS
+from jobs.registry import TYPE_NAME_MAX_LENGTH
 
 from .errors import ERROR_CODES
 
@@ -101,7 +102,9 @@ class JobCreateSerializer(RefusesUnknownFields):
         # read. Safe because every field here is a leaf: none holds a child or a serializer.
         return {name: copy.copy(field) for name, field in self._declared_fields.items()}
 
-    type = serializers.CharField(max_length=100, help_text="A registered job type.")
+    type = serializers.CharField(
+        max_length=TYPE_NAME_MAX_LENGTH, help_text="A registered job type."
+    )
     payload = PayloadField(help_text="Validated by the handler's own payload schema.")
     priority = serializers.IntegerField(help_text="1 = high, 2 = normal, 3 = low.")
     scheduled_at = InstantField(

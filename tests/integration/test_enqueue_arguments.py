@@ -35,6 +35,7 @@ LATER = datetime(2030, 1, 1, 9, 0)
         ({"max_retries": "3"}, "max_retries", "Must be an integer from 1 to 10"),
         ({"max_retries": 2.5}, "max_retries", "Must be an integer from 1 to 10"),
         ({"queue": 7}, "queue", "A queue name is"),
+        ({"queue": "emails\n"}, "queue", "A queue name is"),
         ({"recur_interval": 60}, "recur_interval", "Must be one of"),
         ({"cron": 5}, "cron", "Must have 5 fields"),
         ({"cron": "0 9 * * *", "timezone": 1}, "timezone", "Unknown time zone"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -170,3 +171,29 @@ def test_an_async_handler_is_refused_when_registered_not_failed_at_every_run() -
         with pytest.raises(TypeError, match=f"job type 'mail': {func.__name__} is async"):
             registry.register("mail")(func)
         assert "mail" not in registry
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("", {}, "A job type's name is a string of 1 to 100 characters."),
+        ("x" * 101, {}, "A job type's name is a string of 1 to 100 characters."),
+        (7, {}, "A job type's name is a string of 1 to 100 characters."),
+        ("line\nbreak", {}, "A job type's name holds no control character."),
+        ("mail", {"timeout": "30"}, "timeout is a number of seconds above 0, got '30'"),
+        ("mail", {"timeout": 0}, "timeout is a number of seconds above 0, got 0"),
+        ("mail", {"timeout": float("nan")}, "timeout is a number of seconds above 0, got nan"),
+        ("mail", {"timeout": True}, "timeout is a number of seconds above 0, got True"),
+    ],
+)
+def test_a_name_or_timeout_no_job_could_have_is_refused_when_registered(
+    name: Any, options: dict[str, Any], message: str
+) -> None:
+    # Taken, a long name failed every enqueue in the database, and a timeout of "30" ended
+    # the handler thread of every job of the type, leaving them running for good.
+    registry = HandlerRegistry()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        registry.register(name, **options)(lambda job: None)
+    assert registry.names() == []
+    registry.register("mail", timeout=2.5)(lambda job: None)
+    assert registry.get("mail").timeout == 2.5
