@@ -30,6 +30,10 @@ from django.core.management import CommandError, call_command
             "argument --queue: 'emails': write NAME=N, N handler slots",
         ),
         (["runworker", "--queue", "emails=0"], "argument --queue: 'emails=0': write NAME=N"),
+        (
+            ["runworker", "--queue", "emails=1", "--queue", "emails=2"],
+            "a queue is given its own slots with --queue more than once",
+        ),
         (["runworker", "--scheduler", "fifo"], "argument --scheduler: invalid choice: 'fifo'"),
         (
             ["seed_history", "--rows", "-3"],

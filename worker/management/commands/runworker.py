@@ -85,6 +85,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         dedicated = dict(options["queue"])
+        if len(dedicated) < len(options["queue"]):
+            raise CommandError("a queue is given its own slots with --queue more than once")
         if options["queues"] is not None and set(options["queues"]) & set(dedicated):
             raise CommandError("a queue given its own slots with --queue is not also in --queues")
         # A worker holds a fixed set of connections for its whole life: its loop's, its
