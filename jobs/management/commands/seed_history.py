@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from jobs.management.arguments import positive_int
+from jobs.command_options import positive_int
 
 DEFAULT_DAYS = 30
 DEFAULT_SEED = 0.2026

@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from jobs.management.arguments import positive_int
+from jobs.command_options import positive_int
 from worker.bench.schedulers import DEFAULT_RUNS, DEFAULT_SIZES, render, run
 
 

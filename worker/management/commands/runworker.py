@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from jobs.management.arguments import non_negative_int, positive_int
+from jobs.command_options import non_negative_int, positive_int
 from jobs.queue_names import QueueSelection, name_errors
 from worker.schedulers import SCHEDULERS
 from worker.worker import Worker

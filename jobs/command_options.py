@@ -1,5 +1,6 @@
-"""Argument types shared by the management commands: argparse refuses a wrong value with the
-option's name and these words, before the command runs."""
+"""Argument types shared by the management commands of both apps (`jobs` and `worker`, which
+share only the core): argparse refuses a wrong value with the option's name and these words,
+before the command runs."""
 
 from __future__ import annotations
 
