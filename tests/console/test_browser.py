@@ -240,6 +240,27 @@ def test_login_then_a_job_created_through_the_api_shows_up_live(
     screenshot(page, "dashboard-390")
 
 
+def test_the_longest_names_and_unbroken_errors_stay_inside_the_page(page: Page) -> None:
+    # A type and a queue as long as their columns allow, an error that is one long token
+    # (a URL, a path): wrapped or cut, never widening the page.
+    long_type = "reports.generate_the_quarterly_" + "x" * 69
+    long_queue = "reports." + "q" * 92
+    long_error = "https://example.com/" + "a" * 300
+    dead = dead_letter("flaky", {}, long_error)
+    waiting = state.enqueue("noop", {})
+    Job.objects.filter(id__in=[dead["id"], waiting["id"]]).update(type=long_type, queue=long_queue)
+    user("lena", Role.OPERATOR)  # an operator's pages hold the forms too
+    log_in(page, "lena")
+    overflowing = []
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        for path in ["/", f"/dlq/{dead['id']}", f"/jobs/{waiting['id']}", "/jobs", "/queues"]:
+            page.goto(path)
+            if page.evaluate("document.documentElement.scrollWidth > window.innerWidth"):
+                overflowing.append((width, path))
+    assert overflowing == []
+
+
 def test_filter_the_ledger_and_watch_a_row_change(page: Page) -> None:
     fern = user("fern", Role.VIEWER)
     UserPreference.objects.create(user=fern, theme="dark")
