@@ -190,6 +190,12 @@ class _ActiveWebhooks:
     def invalidate(self) -> None:
         self._expires = 0.0
 
+    def leave_out(self, webhook_ids: set[int]) -> None:
+        """Drop these webhooks until the next read, so that a webhook whose deliveries are
+        refused is reported once a read, not once an event."""
+        with self._lock:
+            self._targets = tuple(t for t in self._targets if t.id not in webhook_ids)
+
 
 active_webhooks = _ActiveWebhooks()
 
@@ -231,13 +237,50 @@ def _dispatch(events: Sequence[Event]) -> int:
             "id", flat=True
         )
     )
-    specs = [
-        delivery_spec(target.id, target.url, target.secret, event_type, data)
+    sending = [
+        (target, event_type, data)
         for target, event_type, data in wanted
         if target.id in still_active
     ]
+    specs = [
+        delivery_spec(target.id, target.url, target.secret, event_type, data)
+        for target, event_type, data in sending
+    ]
+    if not specs:
+        return 0
     # A worker's bulk completion: its deliveries go in with one INSERT.
-    return len(state.enqueue_many(specs)) if specs else 0
+    try:
+        return len(state.enqueue_many(specs))
+    except state.JobValidationError as refused:
+        kept = _without_refused(sending, specs, refused.details)
+        return len(state.enqueue_many(kept)) if kept else 0
+
+
+def _without_refused(
+    sending: list[tuple[_Target, str, Any]],
+    specs: list[state.JobSpec],
+    refused: dict[str, list[str]],
+) -> list[state.JobSpec]:
+    """`specs` less those enqueue_many refused (keyed "<index>.<field>"): it takes all or
+    none, and a webhook saved before a rule that now refuses its URL must not hold back the
+    others. Its webhook is left out until the webhooks are read again, so that it is
+    reported once a read, not once an event."""
+    refused_indexes = {int(key.partition(".")[0]) for key in refused}
+    problems: dict[_Target, set[str]] = {}
+    for key, messages in refused.items():
+        index, _, field = key.partition(".")
+        target = sending[int(index)][0]
+        problems.setdefault(target, set()).update(f"{field}: {m}" for m in messages)
+    for target, reasons in problems.items():
+        logger.error(
+            "webhook %s (%s): deliveries refused, none sent for %g s: %s",
+            target.id,
+            target.url,
+            settings.WEBHOOK_CACHE_SECONDS,
+            " ".join(sorted(reasons)),
+        )
+    active_webhooks.leave_out({target.id for target in problems})
+    return [spec for index, spec in enumerate(specs) if index not in refused_indexes]
 
 
 @receiver(post_save, sender=Webhook)

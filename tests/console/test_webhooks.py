@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -216,6 +217,31 @@ def test_deliveries_never_trigger_deliveries_and_inactive_or_deleted_hooks_stay_
     assert [t.id for t in webhooks.active_webhooks.get()] == [hook.id]
     state.cancel(uuid.UUID(job["id"]))
     assert len(deliveries()) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_webhook_whose_deliveries_are_refused_does_not_hold_back_the_others(
+    caplog: pytest.LogCaptureFixture, settings: Any
+) -> None:
+    # Saved before the rule that refuses its URL (a control character): its deliveries are
+    # refused when enqueued, and skipped, not taking the other webhooks' with them; it is
+    # reported once each time the webhooks are read, not once an event.
+    settings.WEBHOOK_CACHE_SECONDS = 300
+    create_webhook(
+        url="https://example.com/good", event_types=["job.created"], secret="s", user=None
+    )
+    stale = Webhook.objects.create(
+        url="https://example.com/a\x01b", event_types=["job.created"], secret="s"
+    )
+    webhooks.active_webhooks.invalidate()
+    with caplog.at_level(logging.ERROR, logger="jobs.webhooks"):
+        state.enqueue("noop", {}, priority=2)
+        state.enqueue("noop", {}, priority=2)
+
+    assert [d.payload["url"] for d in deliveries()] == 2 * ["https://example.com/good"]
+    (record,) = [r for r in caplog.records if r.name == "jobs.webhooks"]
+    assert f"webhook {stale.id}" in record.getMessage()
+    assert "payload.url: Must be an http:// or https:// URL" in record.getMessage()
 
 
 @pytest.mark.django_db(transaction=True)
