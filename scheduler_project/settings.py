@@ -4,6 +4,7 @@ Each knob has a default that works for local development; README.md lists them a
 A `.env` file next to manage.py is read first when present (real environment wins).
 """
 
+import math
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -21,21 +22,56 @@ def env_str(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return default if raw in (None, "") else int(raw)
+# A value that cannot work stops the start, naming its variable: read later, it would fail
+# far from its cause (a worker's thread pool, a timeout every job runs over at once).
 
 
-def env_float(name: str, default: float) -> float:
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     raw = os.environ.get(name)
-    return default if raw in (None, "") else float(raw)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a whole number.") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum}.")
+    return value
+
+
+def env_float(
+    name: str, default: float, *, minimum: float | None = None, above: float | None = None
+) -> float:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a number.")
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum:g}.")
+    if above is not None and value <= above:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be above {above:g}.")
+    return value
+
+
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
 
 def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     if raw in (None, ""):
         return default
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
+    word = raw.strip().lower()
+    if word not in TRUE_WORDS | FALSE_WORDS:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r}: expected true or false (also 1/0, yes/no, on/off)."
+        )
+    return word in TRUE_WORDS
 
 
 def env_list(name: str, default: str) -> list[str]:
@@ -61,7 +97,7 @@ CSRF_TRUSTED_ORIGINS = env_list(
 
 # HTTPS. All off for `make run` on plain HTTP; README's production settings turn them on.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
@@ -76,7 +112,7 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 # How many proxies of yours stand in front of the app. Each appends the address it got the
 # request from to X-Forwarded-For, so the client is the one the outermost of them saw; any
 # earlier entry was written by the client itself. 0: X-Forwarded-For is ignored.
-TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 0)
+TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 0, minimum=0)
 
 DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/scheduler")
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -164,9 +200,9 @@ DATABASES = {
     )
 }
 DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-    "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
-    "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10),
-    "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0),
+    "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1, minimum=0),
+    "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1),
+    "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0, above=0),
 }
 # Django turns psycopg's automatic preparation off; the hot statements `jobs.sql.fetch` runs
 # `prepared` (creating, claiming, completing jobs) are prepared once run 5 times on a
@@ -202,8 +238,8 @@ AUTHENTICATION_BACKENDS = [
     "jobs.console.lockout.LockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
-AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_LOCKOUT_MINUTES", 15.0))
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_LOCKOUT_MINUTES", 15.0, minimum=0))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "jobs.api.clients.client_address"
@@ -267,14 +303,19 @@ EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(BASE_DIR / ".data" / "emails"))
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "scheduler@localhost")
 
 # The HTTP API.
-API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1024 * 1024)
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1024 * 1024, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
 API_RATE_LIMIT = env_str("API_RATE_LIMIT", "")
 # Failed token attempts a client address may make, e.g. 10/min; over it every request from
 # that address is a 429 until the period is over, even with a good token. Empty: no limit.
 API_TOKEN_FAILURE_LIMIT = env_str("API_TOKEN_FAILURE_LIMIT", "10/min")
-API_PAGE_SIZE = env_int("API_PAGE_SIZE", 20)
-API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 50)
+API_PAGE_SIZE = env_int("API_PAGE_SIZE", 20, minimum=1)
+API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 50, minimum=1)
+if API_PAGE_SIZE > API_MAX_PAGE_SIZE:
+    # Every list asked for without `limit` would be refused.
+    raise ImproperlyConfigured(
+        f"API_PAGE_SIZE={API_PAGE_SIZE} is over API_MAX_PAGE_SIZE={API_MAX_PAGE_SIZE}."
+    )
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["jobs.api.auth.BearerTokenAuthentication"],
@@ -316,46 +357,48 @@ SPECTACULAR_SETTINGS = {
 
 # The job engine.
 SCHEDULER_EVENTS_CHANNEL = env_str("SCHEDULER_EVENTS_CHANNEL", "scheduler:events")
-SCHEDULER_DEFAULT_MAX_RETRIES = env_int("SCHEDULER_DEFAULT_MAX_RETRIES", 3)
-SCHEDULER_BACKOFF_BASE_SECONDS = env_float("SCHEDULER_BACKOFF_BASE_SECONDS", 5.0)
-SCHEDULER_CONCURRENCY = env_int("SCHEDULER_CONCURRENCY", 4)
+SCHEDULER_DEFAULT_MAX_RETRIES = env_int("SCHEDULER_DEFAULT_MAX_RETRIES", 3, minimum=1)
+SCHEDULER_BACKOFF_BASE_SECONDS = env_float("SCHEDULER_BACKOFF_BASE_SECONDS", 5.0, minimum=0)
+SCHEDULER_CONCURRENCY = env_int("SCHEDULER_CONCURRENCY", 4, minimum=1)
 # Claimed jobs a worker may hold beyond its busy threads, waiting for the next free one (half
 # of them per claim), and about how long the last of them may expect to wait (at its job
 # type's recent pace).
-SCHEDULER_PREFETCH = env_int("SCHEDULER_PREFETCH", 200)
-SCHEDULER_PREFETCH_WAIT = env_float("SCHEDULER_PREFETCH_WAIT", 0.05)
-SCHEDULER_CLAIM_BATCH = env_int("SCHEDULER_CLAIM_BATCH", 250)
-SCHEDULER_FEEDER_INTERVAL = env_float("SCHEDULER_FEEDER_INTERVAL", 30.0)
+SCHEDULER_PREFETCH = env_int("SCHEDULER_PREFETCH", 200, minimum=0)
+SCHEDULER_PREFETCH_WAIT = env_float("SCHEDULER_PREFETCH_WAIT", 0.05, minimum=0)
+SCHEDULER_CLAIM_BATCH = env_int("SCHEDULER_CLAIM_BATCH", 250, minimum=1)
+SCHEDULER_FEEDER_INTERVAL = env_float("SCHEDULER_FEEDER_INTERVAL", 30.0, above=0)
 # At most this many runnable jobs are held in one worker's in-memory scheduler at a time.
-SCHEDULER_FEEDER_LIMIT = env_int("SCHEDULER_FEEDER_LIMIT", 50_000)
-SCHEDULER_HEARTBEAT_INTERVAL = env_float("SCHEDULER_HEARTBEAT_INTERVAL", 5.0)
-SCHEDULER_WORKER_TIMEOUT = env_float("SCHEDULER_WORKER_TIMEOUT", 30.0)
-SCHEDULER_STUCK_AFTER = env_float("SCHEDULER_STUCK_AFTER", 600.0)
-SCHEDULER_SHUTDOWN_GRACE = env_float("SCHEDULER_SHUTDOWN_GRACE", 30.0)
-SCHEDULER_HANDLER_TIMEOUT = env_float("SCHEDULER_HANDLER_TIMEOUT", 300.0)
-SCHEDULER_STATS_INTERVAL = env_float("SCHEDULER_STATS_INTERVAL", 0.5)
+SCHEDULER_FEEDER_LIMIT = env_int("SCHEDULER_FEEDER_LIMIT", 50_000, minimum=1)
+SCHEDULER_HEARTBEAT_INTERVAL = env_float("SCHEDULER_HEARTBEAT_INTERVAL", 5.0, above=0)
+SCHEDULER_WORKER_TIMEOUT = env_float("SCHEDULER_WORKER_TIMEOUT", 30.0, above=0)
+SCHEDULER_STUCK_AFTER = env_float("SCHEDULER_STUCK_AFTER", 600.0, above=0)
+SCHEDULER_SHUTDOWN_GRACE = env_float("SCHEDULER_SHUTDOWN_GRACE", 30.0, minimum=0)
+SCHEDULER_HANDLER_TIMEOUT = env_float("SCHEDULER_HANDLER_TIMEOUT", 300.0, above=0)
+SCHEDULER_STATS_INTERVAL = env_float("SCHEDULER_STATS_INTERVAL", 0.5, above=0)
 # Retention (jobs.retention): seconds a finished job is kept before the pruner deletes it
 # with its attempts and logs; 0 keeps it forever. Dead letters are kept by default.
-SCHEDULER_RETAIN_COMPLETED = env_float("SCHEDULER_RETAIN_COMPLETED", 7 * 24 * 3600.0)
-SCHEDULER_RETAIN_DLQ = env_float("SCHEDULER_RETAIN_DLQ", 0.0)
+SCHEDULER_RETAIN_COMPLETED = env_float("SCHEDULER_RETAIN_COMPLETED", 7 * 24 * 3600.0, minimum=0)
+SCHEDULER_RETAIN_DLQ = env_float("SCHEDULER_RETAIN_DLQ", 0.0, minimum=0)
 # Seconds an audit log entry is kept, then pruned (90 days); 0 keeps it forever.
-SCHEDULER_RETAIN_AUDIT = env_float("SCHEDULER_RETAIN_AUDIT", 90 * 24 * 3600.0)
-SCHEDULER_PRUNE_INTERVAL = env_float("SCHEDULER_PRUNE_INTERVAL", 60.0)
-SCHEDULER_PRUNE_BATCH = env_int("SCHEDULER_PRUNE_BATCH", 1000)
+SCHEDULER_RETAIN_AUDIT = env_float("SCHEDULER_RETAIN_AUDIT", 90 * 24 * 3600.0, minimum=0)
+SCHEDULER_PRUNE_INTERVAL = env_float("SCHEDULER_PRUNE_INTERVAL", 60.0, above=0)
+SCHEDULER_PRUNE_BATCH = env_int("SCHEDULER_PRUNE_BATCH", 1000, minimum=1)
 # Seconds an `Idempotency-Key` keeps returning the job it first created.
-SCHEDULER_IDEMPOTENCY_WINDOW = env_float("SCHEDULER_IDEMPOTENCY_WINDOW", 24 * 3600.0)
+SCHEDULER_IDEMPOTENCY_WINDOW = env_float("SCHEDULER_IDEMPOTENCY_WINDOW", 24 * 3600.0, minimum=0)
 # Django Tasks (django-tasks, the backport of Django 6.0's django.tasks): every `@task`
 # function's enqueue() becomes a job that `runworker` runs (jobs/tasks_backend.py).
 TASKS = {"default": {"BACKEND": "jobs.tasks_backend.SchedulerBackend"}}
 
 # The console.
-CONSOLE_STALE_WORKER_SECONDS = env_float("CONSOLE_STALE_WORKER_SECONDS", SCHEDULER_WORKER_TIMEOUT)
-SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0)
+CONSOLE_STALE_WORKER_SECONDS = env_float(
+    "CONSOLE_STALE_WORKER_SECONDS", SCHEDULER_WORKER_TIMEOUT, above=0
+)
+SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0, above=0)
 # Frames a stream client may fall behind before it is dropped (it reconnects fresh).
-SSE_CLIENT_QUEUE_SIZE = env_int("SSE_CLIENT_QUEUE_SIZE", 1000)
+SSE_CLIENT_QUEUE_SIZE = env_int("SSE_CLIENT_QUEUE_SIZE", 1000, minimum=1)
 # How long a process trusts its cached list of active webhooks (zero queries per event).
-WEBHOOK_CACHE_SECONDS = env_float("WEBHOOK_CACHE_SECONDS", 5.0)
-WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0)
+WEBHOOK_CACHE_SECONDS = env_float("WEBHOOK_CACHE_SECONDS", 5.0, minimum=0)
+WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, above=0)
 # Networks (CIDR) that http_request jobs and webhooks may reach although they are loopback,
 # private or link-local (refused otherwise: jobs/outbound.py), e.g. 10.20.0.0/16.
 OUTBOUND_ALLOWED_NETWORKS = env_list("OUTBOUND_ALLOWED_NETWORKS", "")

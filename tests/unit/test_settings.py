@@ -156,6 +156,30 @@ def test_production_refuses_to_start_without_a_secret_key_of_its_own(load_settin
     assert "secrets.token_urlsafe" in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        (
+            {"SCHEDULER_CONCURRENCY": "four"},
+            "SCHEDULER_CONCURRENCY='four': expected a whole number",
+        ),
+        ({"SCHEDULER_CONCURRENCY": "0"}, "SCHEDULER_CONCURRENCY='0': must be at least 1"),
+        ({"SCHEDULER_HANDLER_TIMEOUT": "-1"}, "SCHEDULER_HANDLER_TIMEOUT='-1': must be above 0"),
+        ({"SCHEDULER_HEARTBEAT_INTERVAL": "nan"}, "SCHEDULER_HEARTBEAT_INTERVAL='nan': expected"),
+        ({"SCHEDULER_PREFETCH": "-5"}, "SCHEDULER_PREFETCH='-5': must be at least 0"),
+        ({"DEBUG": "maybe"}, "DEBUG='maybe': expected true or false"),
+        ({"API_PAGE_SIZE": "80"}, "API_PAGE_SIZE=80 is over API_MAX_PAGE_SIZE=50"),
+    ],
+)
+def test_a_value_that_cannot_work_stops_the_start_naming_its_variable(
+    load_settings, environment, message
+):
+    # Before: a bare "invalid literal for int()" from somewhere, a ValueError from the
+    # worker's insides, or a timeout every job ran over at once; DEBUG=maybe meant false.
+    with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
+        load_settings(**environment)
+
+
 def test_development_may_use_the_development_key(load_settings):
     assert load_settings()["SECRET_KEY"] == DEVELOPMENT_KEY
 
