@@ -4,6 +4,7 @@ Each knob has a default that works for local development; README.md lists them a
 A `.env` file next to manage.py is read first when present (real environment wins).
 """
 
+import ipaddress
 import math
 import os
 from datetime import timedelta
@@ -13,6 +14,8 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
+
+from jobs.rates import parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 load_dotenv(BASE_DIR / ".env", override=False)
@@ -76,6 +79,28 @@ def env_bool(name: str, default: bool) -> bool:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate such as "10/min" (`jobs.rates`), or empty for none."""
+    raw = env_str(name, default).strip()
+    if raw:
+        try:
+            parse_rate(raw)
+        except ValueError as error:
+            raise ImproperlyConfigured(f"{name}={raw!r}: {error}.") from None
+    return raw
+
+
+def env_networks(name: str) -> list[str]:
+    """Networks in CIDR (10.1.2.0/24), as written."""
+    networks = env_list(name, "")
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError as error:
+            raise ImproperlyConfigured(f"{name}: {error}.") from None
+    return networks
 
 
 DEBUG = env_bool("DEBUG", True)
@@ -305,10 +330,10 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "scheduler@localhost")
 # The HTTP API.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1024 * 1024, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES
-API_RATE_LIMIT = env_str("API_RATE_LIMIT", "")
+API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "")
 # Failed token attempts a client address may make, e.g. 10/min; over it every request from
 # that address is a 429 until the period is over, even with a good token. Empty: no limit.
-API_TOKEN_FAILURE_LIMIT = env_str("API_TOKEN_FAILURE_LIMIT", "10/min")
+API_TOKEN_FAILURE_LIMIT = env_rate("API_TOKEN_FAILURE_LIMIT", "10/min")
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 20, minimum=1)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 50, minimum=1)
 if API_PAGE_SIZE > API_MAX_PAGE_SIZE:
@@ -401,7 +426,7 @@ WEBHOOK_CACHE_SECONDS = env_float("WEBHOOK_CACHE_SECONDS", 5.0, minimum=0)
 WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, above=0)
 # Networks (CIDR) that http_request jobs and webhooks may reach although they are loopback,
 # private or link-local (refused otherwise: jobs/outbound.py), e.g. 10.20.0.0/16.
-OUTBOUND_ALLOWED_NETWORKS = env_list("OUTBOUND_ALLOWED_NETWORKS", "")
+OUTBOUND_ALLOWED_NETWORKS = env_networks("OUTBOUND_ALLOWED_NETWORKS")
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 LOGGING = {

@@ -11,14 +11,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 from jobs.api.clients import client_address
-
-PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_rate(rate: str) -> tuple[int, int]:
-    """Read a rate such as "10/min" as (10, 60): a count per s, min, hour or day, as DRF does."""
-    count, _, period = rate.partition("/")
-    return int(count), PERIODS[period.strip()[:1]]
+from jobs.rates import parse_rate
 
 
 class ConfiguredRateThrottle(SimpleRateThrottle):
@@ -33,7 +26,7 @@ class ConfiguredRateThrottle(SimpleRateThrottle):
         self.rate = self.get_rate()
         if self.rate is None:
             return True
-        self.num_requests, self.duration = self.parse_rate(self.rate)
+        self.num_requests, self.duration = parse_rate(self.rate)
         return super().allow_request(request, view)
 
     def get_cache_key(self, request: Request, view: Any) -> str:

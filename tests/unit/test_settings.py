@@ -19,7 +19,15 @@ from scheduler_project.devservices.postgres_server import EmbeddedPostgres
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ROOT / "scheduler_project" / "settings.py"
 DEVSERVICES = ROOT / "scheduler_project" / "devservices"
-ENV_FUNCTIONS = {"env_str", "env_int", "env_float", "env_bool", "env_list"}
+ENV_FUNCTIONS = {
+    "env_str",
+    "env_int",
+    "env_float",
+    "env_bool",
+    "env_list",
+    "env_rate",
+    "env_networks",
+}
 TRUE_WORDS = {"1", "true", "yes", "on"}
 DEVELOPMENT_KEY = "dev-insecure-secret-key-change-me-in-production-0123456789"
 
@@ -68,13 +76,19 @@ def readme_configuration_rows() -> dict[str, str]:
     return rows
 
 
+def split_list(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
 def typed(function: str, raw: str) -> Any:
     converters: dict[str, Callable[[str], Any]] = {
         "env_str": str,
         "env_int": int,
         "env_float": float,
         "env_bool": lambda value: value.strip().lower() in TRUE_WORDS,
-        "env_list": lambda value: [item.strip() for item in value.split(",") if item.strip()],
+        "env_list": split_list,
+        "env_rate": str,
+        "env_networks": split_list,
     }
     return converters[function](raw)
 
@@ -169,13 +183,20 @@ def test_production_refuses_to_start_without_a_secret_key_of_its_own(load_settin
         ({"SCHEDULER_PREFETCH": "-5"}, "SCHEDULER_PREFETCH='-5': must be at least 0"),
         ({"DEBUG": "maybe"}, "DEBUG='maybe': expected true or false"),
         ({"API_PAGE_SIZE": "80"}, "API_PAGE_SIZE=80 is over API_MAX_PAGE_SIZE=50"),
+        ({"API_RATE_LIMIT": "10/fortnight"}, "API_RATE_LIMIT='10/fortnight': expected a count"),
+        ({"API_TOKEN_FAILURE_LIMIT": "many"}, "API_TOKEN_FAILURE_LIMIT='many': expected a count"),
+        (
+            {"OUTBOUND_ALLOWED_NETWORKS": "10.0.0.0/8, 10.0.0.0/33"},
+            "OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/33' does not appear to be an IPv4 or IPv6",
+        ),
     ],
 )
 def test_a_value_that_cannot_work_stops_the_start_naming_its_variable(
     load_settings, environment, message
 ):
     # Before: a bare "invalid literal for int()" from somewhere, a ValueError from the
-    # worker's insides, or a timeout every job ran over at once; DEBUG=maybe meant false.
+    # worker's insides, or a timeout every job ran over at once; DEBUG=maybe meant false; a
+    # rate DRF cannot read made every API request a 500, a network every http_request fail.
     with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
         load_settings(**environment)
 
