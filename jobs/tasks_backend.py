@@ -122,12 +122,15 @@ class SchedulerBackend(BaseTaskBackend):
             "priority": task.priority,
             "run_after": task.run_after.isoformat() if task.run_after else None,
         }
-        job = state.enqueue(
-            task.module_path,
-            payload,
-            max_retries=self.max_retries,
-            **job_fields(task, timezone.now()),
-        )
+        try:
+            job = state.enqueue(
+                task.module_path,
+                payload,
+                max_retries=self.max_retries,
+                **job_fields(task, timezone.now()),
+            )
+        except state.JobValidationError as refused:
+            raise _in_djangos_terms(refused) from None
         result: TaskResult[T] = TaskResult(
             task=task,
             id=job["id"],
@@ -174,6 +177,29 @@ class SchedulerBackend(BaseTaskBackend):
         if job.status == JobStatus.COMPLETED:
             object.__setattr__(result, "_return_value", job.result)
         return result
+
+
+# The task's own names for the job fields Django's checks let through and enqueue refuses.
+_TASK_NAMES = {
+    "payload": "arguments",
+    "scheduled_at": "run_after",
+    "queue": "queue_name",
+    "max_retries": "MAX_RETRIES",
+}
+
+
+def _in_djangos_terms(refused: state.JobValidationError) -> Exception:
+    """What enqueue refused, as Django refuses it: an argument (JSON Python writes but
+    PostgreSQL cannot store) is a ValueError beside Django's TypeError for what JSON cannot
+    write, a setting of the task (a run_after past the scheduler's years) an
+    InvalidTaskError; each named as the caller wrote it (args[0], not payload.args[0])."""
+    said = {
+        _TASK_NAMES.get(field, field): " ".join(m.removeprefix("payload.") for m in messages)
+        for field, messages in refused.details.items()
+    }
+    if set(said) == {"arguments"}:
+        return ValueError(said["arguments"])
+    return InvalidTaskError("; ".join(f"{name}: {words}" for name, words in said.items()))
 
 
 def _task_at(path: str) -> Task[Any, Any]:

@@ -219,6 +219,35 @@ def test_arguments_must_be_json_with_djangos_error(declared: None) -> None:
     assert Job.objects.count() == jobs
 
 
+@pytest.mark.parametrize(
+    ("enqueue", "error", "message"),
+    [
+        (lambda: tasks.add.enqueue(float("nan"), 2), ValueError, "args[0] is nan"),
+        (lambda: tasks.add.enqueue(1, b="a\x00b"), ValueError, "kwargs.b holds the NUL"),
+        (
+            lambda: tasks.add.using(
+                run_after=timezone.now().replace(year=9999, month=12, day=31)
+            ).enqueue(1, 2),
+            InvalidTaskError,
+            "run_after: Out of range: write a year from 1970 to 9998.",
+        ),
+    ],
+)
+def test_what_only_this_backend_refuses_is_said_in_djangos_terms(
+    declared: None, enqueue: Callable[[], Any], error: type[Exception], message: str
+) -> None:
+    # JSON Python writes but PostgreSQL cannot store, a run_after past the scheduler's years:
+    # refused as Django refuses a bad argument or a bad task setting, in the caller's names
+    # (args, kwargs, run_after), not as the job fields they become.
+    jobs = Job.objects.count()
+    with pytest.raises(error) as refused:
+        enqueue()
+    assert type(refused.value) is error
+    assert message in str(refused.value)
+    assert "payload" not in str(refused.value) and "scheduled_at" not in str(refused.value)
+    assert Job.objects.count() == jobs
+
+
 def test_a_job_enqueued_in_a_rolled_back_transaction_never_exists(declared: None) -> None:
     jobs = Job.objects.count()
     with pytest.raises(RuntimeError), transaction.atomic():
