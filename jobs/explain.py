@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from .models import AuditEntry, Job, JobDependency, JobStatus, Worker, WorkerStatus
 from .queues import limit_usages, paused_queues, queue_overview, queue_target
-from .representation import format_time
+from .representation import format_time, short_id
 from .scheduling import PRIORITY_WEIGHT
 from .sql import fetch
 from .state import JobNotFound
@@ -206,7 +206,7 @@ def _upstream(job: Job) -> tuple[str, str, dict[str, Any]]:
         for dep in JobDependency.objects.filter(job=job).select_related("depends_on")
     ]
     waiting = [u for u in upstream if u["status"] != JobStatus.COMPLETED]
-    named = ", ".join(f"{u['type']} {u['id'][:8]} ({u['status']})" for u in waiting)
+    named = ", ".join(f"{u['type']} {short_id(u['id'])} ({u['status']})" for u in waiting)
     return (
         "waiting_for_upstream",
         f"It waits for {len(waiting)} upstream job{'s' if len(waiting) != 1 else ''} "

@@ -65,6 +65,16 @@ def _may_be_a_long_integer(value: Any) -> bool:
     return False
 
 
+# Digits of a job's id shown where the whole id would not fit (the console, messages).
+SHORT_ID_DIGITS = 8
+
+
+def short_id(job_id: object) -> str:
+    """The last digits of a job's id: its random part. A job id is a UUIDv7, which begins
+    with its creation time, so its first digits are the same for every job of a minute."""
+    return str(job_id)[-SHORT_ID_DIGITS:]
+
+
 def format_time(value: datetime | None) -> str | None:
     """ISO 8601 UTC with millisecond precision: `2026-06-11T00:00:00.000Z`."""
     if value is None:

@@ -13,6 +13,7 @@ from django.utils.safestring import SafeString
 
 from jobs.display import label_of
 from jobs.graph import Graph, Node
+from jobs.representation import short_id
 
 NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 150, 40, 14, 46, 8
 FILL = {
@@ -108,7 +109,7 @@ def graph_svg(graph: Graph, url_of: Callable[[uuid.UUID], str]) -> SafeString:
                 n.type[:20],
                 place[n.id][0] + NODE_W // 2,
                 place[n.id][1] + 32,
-                str(n.id)[:8],
+                short_id(n.id),
                 label_of(n.display_state) + (" ⚠" if n.waiting_on_dlq else ""),
             )
             for n in graph.nodes

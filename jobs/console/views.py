@@ -32,6 +32,7 @@ from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME
 from jobs.graph import job_graph
 from jobs.models import AuditSource, Job, RecurInterval, Webhook
 from jobs.registry import registry
+from jobs.representation import short_id
 from jobs.schedules import UPCOMING, schedule_list, upcoming_runs
 from jobs.selectors import BoundedCountPaginator
 
@@ -348,7 +349,7 @@ def job_new(request: ConsoleRequest) -> HttpResponse:
             except state.JobValidationError as error:
                 add_details(form, error.details)
             else:
-                messages.success(request, f"Job {job['id'][:8]} created.")
+                messages.success(request, f"Job {short_id(job['id'])} created.")
                 return redirect("console:job-detail", job_id=job["id"])
         status = 400
     return page(request, "console/job_new.html", {"form": form}, status=status)
@@ -665,7 +666,7 @@ def webhook_test(request: ConsoleRequest, webhook_id: int) -> HttpResponse:
         messages.error(request, "This webhook no longer exists.")
     else:
         job = webhooks.send_test(webhook)
-        messages.success(request, f"Test delivery queued as job {job['id'][:8]}.")
+        messages.success(request, f"Test delivery queued as job {short_id(job['id'])}.")
     return HttpResponseRedirect(reverse("console:settings") + "#webhooks")
 
 

@@ -89,7 +89,8 @@
     var link = line.querySelector(".feed-job");
     link.textContent = job.type;
     link.href = "/jobs/" + job.id;
-    line.querySelector(".feed-id").textContent = job.id.slice(0, 8);
+    // The id's random end, as jobs.representation.short_id shows it.
+    line.querySelector(".feed-id").textContent = job.id.slice(-8);
     var detail = type;
     if ((state === "dlq" || state === "retrying") && job.last_error) detail += " · " + job.last_error;
     line.querySelector(".feed-detail").textContent = detail;

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from jobs import queues, state
 from jobs.models import Job, Worker
+from jobs.representation import short_id
 
 from .conftest import T0, claim_one, iso
 
@@ -44,7 +45,7 @@ def test_a_job_waiting_for_upstream_names_them_and_their_states(
     assert answer["details"]["upstream"] == [
         {"id": upstream["id"], "type": "noop", "status": "failed"}
     ]
-    assert upstream["id"][:8] in answer["message"]
+    assert short_id(upstream["id"]) in answer["message"]
 
 
 def test_a_job_waiting_for_its_retry_says_until_when_and_which_attempt(

@@ -29,6 +29,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from jobs import state
 from jobs.api.auth import issue_token
 from jobs.models import Job, JobStatus, UserPreference
+from jobs.representation import short_id
 from jobs.roles import Role
 
 from ..conftest import make_user
@@ -225,13 +226,13 @@ def test_login_then_a_job_created_through_the_api_shows_up_live(
     # No reload: the stat card and the live log follow the SSE stream.
     expect(pending).to_have_text("1")
     newest_line = page.locator("#log-feed .feed-line").first
-    expect(newest_line).to_contain_text(job["id"][:8])
+    expect(newest_line).to_contain_text(short_id(job["id"]))
     # console.js labels the pill from the display-state table the page handed it.
     expect(newest_line.locator(".pill")).to_have_text("Pending")
     start(job["id"])  # a worker picks it up
     expect(page.locator('.stat-card [data-stat="processing"]')).to_have_text("1")
     expect(newest_line.locator(".pill")).to_have_text("Processing")
-    expect(page.locator("#active-jobs")).to_contain_text(job["id"][:8])
+    expect(page.locator("#active-jobs")).to_contain_text(short_id(job["id"]))
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
     screenshot(page, "dashboard-live")
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from jobs import queues, state
 from jobs.models import Job, JobStatus, Limit, UserPreference, Webhook
+from jobs.representation import short_id
 
 from .helpers import completed, dead_letter, make_worker, start
 
@@ -71,7 +72,7 @@ def test_every_page_renders_for_a_viewer_without_action_buttons(as_viewer: Clien
     start(running["id"])
     pages = {
         "/": ["Dashboard", "Active jobs", "Dead-letter queue", "Workers", "Live log"],
-        "/jobs": ["Jobs", dead["id"][:8], running["id"][:8]],
+        "/jobs": ["Jobs", short_id(dead["id"]), short_id(running["id"])],
         "/jobs/new": ["only operators can create jobs"],
         "/dlq": ["Dead-letter queue", "<svg", "smtp refused"],
         f"/dlq/{dead['id']}": ["Retry timeline", "Stack trace", "HandlerFailure: smtp refused"],
@@ -87,6 +88,19 @@ def test_every_page_renders_for_a_viewer_without_action_buttons(as_viewer: Clien
         for button in ("Retry now", "Purge…", ">Cancel</button>", "Create job", "Retry all…"):
             assert button not in body, (path, button)
         assert 'href="/jobs/new"' not in body
+
+
+def test_jobs_created_in_the_same_minute_are_told_apart_by_their_short_ids(
+    as_viewer: Client,
+) -> None:
+    # A job id is a UUIDv7: its first digits are its creation time, the same for every job
+    # of the same minute; the short id shown is its random end.
+    jobs = [state.enqueue("noop", {}, priority=2) for _ in range(3)]
+    ledger = text(as_viewer.get("/jobs"))
+    shown = dict(re.findall(r'href="/jobs/([0-9a-f-]{36})" title="[^"]*">([^<]+)</a>', ledger))
+    assert len(set(shown.values())) == 3
+    for job in jobs:
+        assert job["id"].endswith(shown[job["id"]]) and len(shown[job["id"]]) == 8
 
 
 def test_operator_sees_the_action_buttons(as_operator: Client) -> None:
@@ -139,7 +153,7 @@ def test_dashboard_shows_counts_dlq_insight_and_node_health(as_viewer: Client) -
     stale_row = nodes[nodes.index("stale-node") :].split("</tr>")[0]
     assert "pill-stale" in stale_row
     busy_row = nodes[nodes.index("busy-node") :].split("</tr>")[0]
-    assert "pill-running" in busy_row and running["id"][:8] in busy_row
+    assert "pill-running" in busy_row and short_id(running["id"]) in busy_row
     assert stale.hostname in body
 
 
@@ -161,7 +175,7 @@ def test_ledger_filters_orders_and_paginates_with_the_users_page_size(
         state.enqueue("noop", {}, priority=3)
     report = state.enqueue("generate_report", {"report": "r"}, priority=1)
     body = text(as_viewer.get("/jobs?type=generate_report"))
-    assert report["id"][:8] in body and body.count('class="type-cell">noop') == 0
+    assert short_id(report["id"]) in body and body.count('class="type-cell">noop') == 0
     first = text(as_viewer.get("/jobs"))
     assert first.count('id="job-') == 10 and "Page 1 of 2" in first
     second = text(as_viewer.get("/jobs?page=2"))
@@ -190,8 +204,8 @@ def test_ledger_time_bounds_are_read_in_the_users_time_zone(as_viewer: Client, v
     just_before = (created - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
     just_after = (created + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
     page = text(as_viewer.get(f"/jobs?created_after={just_before}"))
-    assert job["id"][:8] in page
-    assert job["id"][:8] not in text(as_viewer.get(f"/jobs?created_after={just_after}"))
+    assert short_id(job["id"]) in page
+    assert short_id(job["id"]) not in text(as_viewer.get(f"/jobs?created_after={just_after}"))
     # The form keeps the bound given and leaves the others empty.
     assert f'name="created_after" value="{just_before}"' in page
     assert 'name="created_before" value=""' in page and 'value="None"' not in page
@@ -449,7 +463,7 @@ def test_operator_manages_webhooks_from_settings(as_operator: Client) -> None:
     assert "https://hooks.example.com/hooks" in page and "whsec-123" not in page
     tested = as_operator.post(f"/settings/webhooks/{hook.id}/test", follow=True)
     delivery = Job.objects.get(type="http_request")
-    assert f"Test delivery queued as job {str(delivery.id)[:8]}" in text(tested)
+    assert f"Test delivery queued as job {short_id(delivery.id)}" in text(tested)
     assert delivery.payload["url"] == "https://hooks.example.com/hooks"
     as_operator.post(f"/settings/webhooks/{hook.id}/delete")
     assert not Webhook.objects.exists()

@@ -11,6 +11,7 @@ from django.test import Client
 
 from jobs import state
 from jobs.models import Job
+from jobs.representation import short_id
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +71,7 @@ def test_job_detail_draws_the_dependency_graph_and_says_what_a_dead_letter_holds
     assert svg.count("<line ") == 6
     assert f'href="/jobs/{root["id"]}"' in svg
     assert 'data-state="dlq"' in svg and 'data-state="blocked"' in svg
-    assert 'id="waiting-on-dlq"' in page and middle[0]["id"][:8] in page
+    assert 'id="waiting-on-dlq"' in page and short_id(middle[0]["id"]) in page
     # A job with no dependency has no graph to draw.
     alone = state.enqueue("noop", {})
     assert "job-graph" not in client.get(f"/jobs/{alone['id']}").content.decode()

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html, json_script
 from django.utils.safestring import SafeString
 
-from jobs import display
+from jobs import display, representation
 
 register = template.Library()
 
@@ -70,9 +70,7 @@ def full_time(value: datetime | None) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S}.{local.microsecond // 1000:03d} {local:%Z}"
 
 
-@register.filter
-def short_id(value: Any) -> str:
-    return str(value)[:8]
+register.filter("short_id", representation.short_id)
 
 
 @register.filter
