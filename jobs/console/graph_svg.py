@@ -16,6 +16,8 @@ from jobs.graph import Graph, Node
 from jobs.representation import short_id
 
 NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 150, 40, 14, 46, 8
+# About the width of the panel on a laptop screen.
+CENTRED_UP_TO = 1000
 FILL = {
     "pending": "#e8eef9",
     "blocked": "#eeeeee",
@@ -64,7 +66,10 @@ def graph_svg(graph: Graph, url_of: Callable[[uuid.UUID], str]) -> SafeString:
     height = len(rows) * (NODE_H + GAP_Y) - GAP_Y + 2 * PAD
     place: dict[uuid.UUID, tuple[int, int]] = {}
     for r, row in enumerate(rows):
-        left = PAD + (width - 2 * PAD - (len(row) * (NODE_W + GAP_X) - GAP_X)) // 2
+        # Narrower layers are centred, unless the graph is wider than a panel: it scrolls
+        # then, and a centred layer (this job, a fan-out's root) would start off-screen.
+        spare = width - 2 * PAD - (len(row) * (NODE_W + GAP_X) - GAP_X)
+        left = PAD + (spare // 2 if width <= CENTRED_UP_TO else 0)
         for i, node in enumerate(row):
             place[node.id] = (left + i * (NODE_W + GAP_X), PAD + r * (NODE_H + GAP_Y))
     edges = format_html_join(
@@ -117,14 +122,17 @@ def graph_svg(graph: Graph, url_of: Callable[[uuid.UUID], str]) -> SafeString:
     )
     return format_html(
         '<svg class="job-graph" role="img" aria-label="Dependency graph: {} jobs" '
-        'viewBox="0 0 {} {}" width="{}" preserveAspectRatio="xMidYMin meet">'
+        'viewBox="0 0 {} {}" width="{}" height="{}">'
         '<defs><marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" '
         'markerHeight="7" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#8a8f98"/></marker>'
         "</defs>{}{}</svg>",
         len(graph.nodes),
         width,
         height,
-        "100%" if width > 1000 else width,
+        # Drawn at its own size, in a panel that scrolls sideways: scaled to fit, a fan-out
+        # of 50 became a strip of 15-pixel boxes.
+        width,
+        height,
         edges,
         nodes,
     )

@@ -28,6 +28,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from jobs import state
 from jobs.api.auth import issue_token
+from jobs.console import graph_svg
 from jobs.models import Job, JobStatus, UserPreference
 from jobs.representation import short_id
 from jobs.roles import Role
@@ -250,16 +251,34 @@ def test_the_longest_names_and_unbroken_errors_stay_inside_the_page(page: Page) 
     dead = dead_letter("flaky", {}, long_error)
     waiting = state.enqueue("noop", {})
     Job.objects.filter(id__in=[dead["id"], waiting["id"]]).update(type=long_type, queue=long_queue)
+    # A fan-in of 20: its graph is wider than any screen.
+    upstream = [uuid.UUID(state.enqueue("noop", {})["id"]) for _ in range(20)]
+    join = state.enqueue("noop", {}, depends_on=upstream)
     user("lena", Role.OPERATOR)  # an operator's pages hold the forms too
     log_in(page, "lena")
-    overflowing = []
+    overflowing, node_widths = [], set()
     for width in (1280, 390):
         page.set_viewport_size({"width": width, "height": 900})
-        for path in ["/", f"/dlq/{dead['id']}", f"/jobs/{waiting['id']}", "/jobs", "/queues"]:
+        for path in [
+            "/",
+            f"/dlq/{dead['id']}",
+            f"/jobs/{waiting['id']}",
+            "/jobs",
+            "/queues",
+            f"/jobs/{join['id']}",
+        ]:
             page.goto(path)
             if page.evaluate("document.documentElement.scrollWidth > window.innerWidth"):
                 overflowing.append((width, path))
+        box = page.locator(".job-graph .graph-node rect").first.bounding_box()
+        node_widths.add(round(box["width"]) if box else None)
+        # The panel opens on this job, not on the middle of its upstream row.
+        page.locator("#job-graph h2").scroll_into_view_if_needed()
+        expect(page.locator(f'.job-graph a[href="/jobs/{join["id"]}"]')).to_be_in_viewport()
     assert overflowing == []
+    # The graph scrolls in its panel at its own size (a box and its 1-pixel border) rather
+    # than shrinking to a strip.
+    assert node_widths == {graph_svg.NODE_W + 1}
 
 
 def test_filter_the_ledger_and_watch_a_row_change(page: Page) -> None:
