@@ -1,12 +1,28 @@
+from typing import Any
+
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from jobs.api import probes
 from jobs.api.errors import not_found_view
 from jobs.api.views import MetricsView
 
+
+class FaviconView(RedirectView):
+    """`/favicon.ico`, which browsers ask for on pages that name no icon (the admin, the
+    browsable API): the console's, by its static URL (hashed once collected)."""
+
+    permanent = True
+
+    def get_redirect_url(self, *args: Any, **kwargs: Any) -> str:
+        return static("console/favicon.svg")
+
+
 urlpatterns = [
+    path("favicon.ico", FaviconView.as_view()),
     path("healthz", probes.healthz, name="healthz"),
     path("readyz", probes.readyz, name="readyz"),
     path("api/", include("jobs.live.urls")),

@@ -367,6 +367,15 @@ def test_swagger_ui_page_is_open_and_served_without_a_cdn():
     assert json.loads(schema_url) == "/api-docs.json"
 
 
+def test_the_favicon_browsers_ask_for_is_the_consoles():
+    # The admin, the browsable API and plain JSON answers name no icon, so browsers ask for
+    # /favicon.ico: a 404 (and a log line) on every page view before.
+    response = Client().get("/favicon.ico")
+    assert response.status_code == 301
+    assert response["Location"].startswith("/static/console/favicon")
+    assert finders.find(response["Location"].removeprefix("/static/")) is not None
+
+
 def test_browsable_root_lists_the_routes_without_credentials():
     body = APIClient().get("/api/v1/").json()
     assert body["jobs"] == "http://testserver/api/v1/jobs"
