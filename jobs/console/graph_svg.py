@@ -88,7 +88,7 @@ def graph_svg(graph: Graph, url_of: Callable[[uuid.UUID], str]) -> SafeString:
     )
     nodes = format_html_join(
         "",
-        '<a href="{}" class="graph-node" data-state="{}"><title>{} {}: {}{}</title>'
+        '<a href="{}" class="graph-node{}" data-state="{}"><title>{} {}: {}{}</title>'
         '<rect x="{}" y="{}" width="{}" height="{}" rx="6" fill="{}" stroke="{}" '
         'stroke-width="{}"/><text x="{}" y="{}" font-size="12" text-anchor="middle">'
         "{}</text>"
@@ -97,6 +97,9 @@ def graph_svg(graph: Graph, url_of: Callable[[uuid.UUID], str]) -> SafeString:
         (
             (
                 url_of(n.id),
+                # Outlined in the theme's text colour by console.css; the stroke below is
+                # what an SVG shown without the stylesheet draws.
+                " current" if n.id == graph.job_id else "",
                 n.display_state,
                 n.type,
                 n.id,

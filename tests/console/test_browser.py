@@ -365,6 +365,16 @@ def test_every_field_is_drawn_in_the_theme(page: Page) -> None:
         off_theme += page.evaluate(FIELDS_OFF_THEME)
     assert fields > 20
     assert off_theme == []
+    # The dependency graph outlines the job of the page in the theme's text colour (it was
+    # near-black, invisible on the dark theme's panel).
+    upstream = state.enqueue("noop", {})
+    job = state.enqueue("noop", {}, depends_on=uuid.UUID(upstream["id"]))
+    page.goto(f"/jobs/{job['id']}")
+    outline, text = page.evaluate(
+        f"""[getComputedStyle(document.querySelector('.job-graph a[href="/jobs/{job["id"]}"] rect'))
+              .stroke, getComputedStyle(document.body).color]"""
+    )
+    assert outline == text
 
 
 def test_a_bad_payload_is_shown_next_to_the_payload_field(page: Page) -> None:

@@ -67,7 +67,8 @@ def test_job_detail_draws_the_dependency_graph_and_says_what_a_dead_letter_holds
     page = client.get(f"/jobs/{join['id']}").content.decode()
     start = page.index('<svg class="job-graph"')
     svg = page[start : page.index("</svg>", start)]
-    assert svg.count('class="graph-node"') == 5
+    assert svg.count('class="graph-node"') == 4
+    assert svg.count('class="graph-node current"') == 1  # this page's job, outlined
     assert svg.count("<line ") == 6
     assert f'href="/jobs/{root["id"]}"' in svg
     assert 'data-state="dlq"' in svg and 'data-state="blocked"' in svg
