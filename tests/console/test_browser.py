@@ -365,6 +365,15 @@ def test_every_field_is_drawn_in_the_theme(page: Page) -> None:
         off_theme += page.evaluate(FIELDS_OFF_THEME)
     assert fields > 20
     assert off_theme == []
+    # The DLQ's search box shows its whole hint ("job id, type, or words of the error").
+    page.goto("/dlq")
+    search = page.locator('input[name="q"]')
+    hint_width = search.evaluate(
+        """(field) => { const ruler = document.createElement("canvas").getContext("2d");
+                        ruler.font = getComputedStyle(field).font;
+                        return ruler.measureText(field.placeholder).width; }"""
+    )
+    assert search.evaluate("(field) => field.clientWidth") > hint_width
     # The dependency graph outlines the job of the page in the theme's text colour (it was
     # near-black, invisible on the dark theme's panel).
     upstream = state.enqueue("noop", {})
