@@ -27,6 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 
 from jobs.api.auth import BearerTokenAuthentication
+from jobs.api.errors import error_body
 from jobs.events import STATS_UPDATED
 from jobs.stats import current_stats
 
@@ -69,19 +70,22 @@ def _unauthenticated(message: str) -> JsonResponse:
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+    return JsonResponse(error_body(code, message), status=status)
 
 
-# Only GET is served, and it changes nothing: other methods get the 405 below rather than
-# the CSRF middleware's HTML page.
+def _not_get(request: HttpRequest) -> JsonResponse | None:
+    """The live routes serve GET only, and it changes nothing: another method gets this 405
+    (the views are CSRF-exempt), rather than the CSRF middleware's HTML page."""
+    if request.method == "GET":
+        return None
+    response = _error(405, "method_not_allowed", f'Method "{request.method}" not allowed.')
+    response["Allow"] = "GET"
+    return response
+
+
 @csrf_exempt
 async def job_stream(request: HttpRequest) -> HttpResponseBase:
-    response: HttpResponseBase
-    if request.method != "GET":
-        response = _error(405, "method_not_allowed", f'Method "{request.method}" not allowed.')
-        response["Allow"] = "GET"
-        return response
-    if refusal := await read_and_release(_refusal, request):
+    if refusal := _not_get(request) or await read_and_release(_refusal, request):
         return refusal
     response = EventStreamResponse()
     response["Cache-Control"] = "no-cache"
@@ -101,8 +105,9 @@ async def first_frames(hub: EventHub) -> bytes:
     return first
 
 
+@csrf_exempt
 async def stream_status(request: HttpRequest) -> HttpResponse:
     """This process's hub: connected clients, its reader, Redis as last seen."""
-    if refusal := await read_and_release(_refusal, request):
+    if refusal := _not_get(request) or await read_and_release(_refusal, request):
         return refusal
     return JsonResponse(get_hub().counts())

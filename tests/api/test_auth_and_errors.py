@@ -20,6 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
+from jobs.api.auth import issue_token
 from jobs.api.errors import exception_handler
 from jobs.logging import JsonFormatter
 from jobs.models import ApiToken, Job
@@ -209,6 +210,32 @@ def test_create_api_token_refuses_a_username_django_would_refuse(username, messa
 def test_unknown_routes_under_api_are_404_envelopes(viewer_client, settings, debug, path):
     settings.DEBUG = debug
     assert_error(viewer_client.get(path), 404, "not_found")
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_a_write_to_an_unknown_route_under_api_is_a_404_envelope_too(operator, method):
+    # As a real client sends it: CSRF checks on (the test client turns them off), a token
+    # and no cookie. The catch-all answered Django's CSRF failure page, a 403 in HTML.
+    client = APIClient(enforce_csrf_checks=True)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(operator)}")
+    for path in ["/api/v1/nope", "/api/v1/queues/a/b/pause"]:
+        assert_error(getattr(client, method)(path, {}, format="json"), 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/jobs/stream", "/api/v1/jobs/stream", "/api/jobs/stream/status"]
+)
+def test_the_live_routes_answer_in_the_one_error_shape(path):
+    # api.md: one shape from every route. The live routes wrote theirs without `details`, and
+    # the status route answered a write with the CSRF middleware's HTML page.
+    client = Client(enforce_csrf_checks=True)
+    for response, status, code in [
+        (client.get(path), 401, "not_authenticated"),
+        (client.post(path), 405, "method_not_allowed"),
+    ]:
+        error = assert_error(response, status, code)
+        assert set(error) == {"code", "message", "details"}
+    assert client.post(path)["Allow"] == "GET"
 
 
 def test_wrong_method_is_405(operator_client):
