@@ -88,6 +88,15 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
+def method_not_allowed(method: str, allowed: str) -> JsonResponse:
+    """The 405 envelope of a plain Django view, in DRF's words, with `Allow`."""
+    response = JsonResponse(
+        error_body("method_not_allowed", f'Method "{method}" not allowed.'), status=405
+    )
+    response["Allow"] = allowed
+    return response
+
+
 def validation_error_body(details: dict[str, Any]) -> dict[str, Any]:
     """The envelope of a 400 `validation_error`: field -> messages, named in its message."""
     return error_body("validation_error", _validation_message(details), details)

@@ -13,13 +13,16 @@ service is down.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
-from django.views.decorators.http import require_safe
+from django.views.decorators.csrf import csrf_exempt
 
-from .errors import RETRY_AFTER_SECONDS, error_body
+from .errors import RETRY_AFTER_SECONDS, error_body, method_not_allowed
 
 
 def database_status() -> str:
@@ -44,12 +47,26 @@ def redis_status() -> str:
     return "ok"
 
 
-@require_safe
+def _reads_only(view: Callable[[HttpRequest], JsonResponse]) -> Callable[..., JsonResponse]:
+    """GET and HEAD; another method gets the 405 envelope. CSRF-exempt: a probe changes
+    nothing, and the CSRF middleware would answer a write with its HTML page first."""
+
+    @csrf_exempt
+    @wraps(view)
+    def reading(request: HttpRequest) -> JsonResponse:
+        if request.method not in ("GET", "HEAD"):
+            return method_not_allowed(str(request.method), "GET, HEAD")
+        return view(request)
+
+    return reading
+
+
+@_reads_only
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
-@require_safe
+@_reads_only
 def readyz(request: HttpRequest) -> JsonResponse:
     checks = {"database": database_status(), "redis": redis_status()}
     if checks["database"] == "ok":

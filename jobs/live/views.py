@@ -27,7 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 
 from jobs.api.auth import BearerTokenAuthentication
-from jobs.api.errors import error_body
+from jobs.api.errors import error_body, method_not_allowed
 from jobs.events import STATS_UPDATED
 from jobs.stats import current_stats
 
@@ -76,11 +76,7 @@ def _error(status: int, code: str, message: str) -> JsonResponse:
 def _not_get(request: HttpRequest) -> JsonResponse | None:
     """The live routes serve GET only, and it changes nothing: another method gets this 405
     (the views are CSRF-exempt), rather than the CSRF middleware's HTML page."""
-    if request.method == "GET":
-        return None
-    response = _error(405, "method_not_allowed", f'Method "{request.method}" not allowed.')
-    response["Allow"] = "GET"
-    return response
+    return None if request.method == "GET" else method_not_allowed(str(request.method), "GET")
 
 
 @csrf_exempt

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from .test_job_routes import assert_error
+
 pytestmark = pytest.mark.django_db
 
 
@@ -39,5 +41,13 @@ def test_probes_answer_plain_http_when_https_is_enforced(settings):
 
 
 def test_probes_only_read():
-    assert Client().post("/healthz").status_code == 405
     assert Client().head("/readyz").status_code == 200
+    # As a real client sends it, with CSRF checks on (the test client turns them off): the
+    # CSRF middleware's HTML page came first. Every other method gets the 405 envelope.
+    client = Client(enforce_csrf_checks=True)
+    for path in ("/healthz", "/readyz"):
+        for method in ("post", "put", "delete"):
+            response = getattr(client, method)(path)
+            error = assert_error(response, 405, "method_not_allowed")
+            assert set(error) == {"code", "message", "details"}
+            assert response["Allow"] == "GET, HEAD"
