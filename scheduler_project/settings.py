@@ -274,6 +274,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
+# The console's answer when a form outlived its CSRF token (Django's own page elsewhere).
+CSRF_FAILURE_VIEW = "jobs.console.access.csrf_failure"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 

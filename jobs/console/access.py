@@ -13,11 +13,14 @@ from functools import wraps
 from typing import Any, cast
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import render
 from django.utils import timezone
+from django.views.csrf import csrf_failure as django_csrf_failure
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 from django_htmx.middleware import HtmxDetails
 
 from jobs.models import UserPreference
@@ -56,7 +59,7 @@ def console_view(
         @wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
-                return redirect_to_login(request.get_full_path())
+                return to_login(request)
             if request.method not in methods:
                 return HttpResponseNotAllowed(methods)
             console_request = cast(ConsoleRequest, request)
@@ -70,6 +73,37 @@ def console_view(
         return wrapper
 
     return decorate
+
+
+def to_login(request: HttpRequest) -> HttpResponse:
+    """The login page, then back. An htmx request (a row's button, a live panel) is answered
+    with HX-Redirect to it, back to the page the user is on: followed as a redirect, the
+    login page would replace the row, and after it the POST-only route would be a 405."""
+    htmx = cast(HtmxDetails, getattr(request, "htmx", None))
+    if htmx and htmx.current_url_abs_path:
+        login = redirect_to_login(htmx.current_url_abs_path)
+        return HttpResponseClientRedirect(login["Location"])
+    return redirect_to_login(request.get_full_path())
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW. The console's forms fail it when their page outlived its token (a
+    login in another tab renews it): an htmx button reloads the page with a note (its
+    answer would replace the row), a form gets a console page saying what to do. Elsewhere
+    (the admin, the login page), Django's own page."""
+    htmx = getattr(request, "htmx", None)
+    if not request.user.is_authenticated or request.path.startswith(("/admin/", "/accounts/")):
+        return django_csrf_failure(request, reason)
+    if htmx:
+        messages.warning(request, f"{EXPIRED} It is reloaded now: do it again.")
+        return HttpResponseClientRefresh()
+    console_request = cast(ConsoleRequest, request)
+    console_request.preferences = preferences_of(console_request.user)
+    console_request.can_act = is_operator(console_request.user)
+    return page(console_request, "console/403.html", {"expired": EXPIRED}, status=403)
+
+
+EXPIRED = "The page had expired (you signed in again, perhaps in another tab), so nothing was done."
 
 
 def refuse(request: ConsoleRequest) -> HttpResponse:

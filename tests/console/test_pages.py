@@ -273,6 +273,31 @@ def test_a_409_without_htmx_renders_the_job_page_around_the_error(as_operator: C
     assert "<h1>noop" in body
 
 
+def test_an_action_from_a_page_whose_session_or_form_expired_reloads_rather_than_breaks(
+    operator: Any,
+) -> None:
+    # A row's button is an htmx POST whose answer replaces the row: a login page (the
+    # session ended) or the CSRF failure page (a login in another tab renewed the token)
+    # were swapped into the table. Now htmx is told to go to the login page, back to the
+    # page the user was on, or to reload it with a note.
+    pending = state.enqueue("noop", {})
+    htmx = {**HTMX, "HTTP_HX_CURRENT_URL": "http://testserver/jobs?type=noop"}
+    logged_out = Client().post(f"/jobs/{pending['id']}/cancel", **htmx)
+    assert logged_out.status_code == 200 and not text(logged_out)
+    assert logged_out["HX-Redirect"] == "/accounts/login/?next=/jobs%3Ftype%3Dnoop"
+    stale = Client(enforce_csrf_checks=True)
+    stale.force_login(operator)
+    refused = stale.post(f"/jobs/{pending['id']}/cancel", **htmx)
+    assert refused["HX-Refresh"] == "true" and not text(refused)
+    reloaded = text(stale.get("/jobs?type=noop"))
+    assert "The page had expired" in reloaded
+    # A plain form post gets a console page saying what to do, not Django's bare one.
+    form = stale.post(f"/jobs/{pending['id']}/cancel")
+    assert form.status_code == 403
+    assert "The page had expired" in text(form) and 'class="topbar' in text(form)
+    assert Job.objects.get(id=pending["id"]).status == JobStatus.PENDING
+
+
 def test_retry_from_dlq_detail_takes_the_job_out_of_the_dlq(as_operator: Client) -> None:
     dead = dead_letter()
     response = as_operator.post(f"/jobs/{dead['id']}/retry", follow=True)
