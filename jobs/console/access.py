@@ -62,9 +62,7 @@ def console_view(
                 return to_login(request)
             if request.method not in methods:
                 return HttpResponseNotAllowed(methods)
-            console_request = cast(ConsoleRequest, request)
-            console_request.preferences = preferences_of(console_request.user)
-            console_request.can_act = is_operator(console_request.user)
+            console_request = as_console_request(request)
             with timezone.override(user_time_zone(console_request.preferences)):
                 if operator and not console_request.can_act:
                     return refuse(console_request)
@@ -73,6 +71,14 @@ def console_view(
         return wrapper
 
     return decorate
+
+
+def as_console_request(request: HttpRequest) -> ConsoleRequest:
+    """A signed-in user's request with what console views and templates read of it."""
+    console_request = cast(ConsoleRequest, request)
+    console_request.preferences = preferences_of(console_request.user)
+    console_request.can_act = is_operator(console_request.user)
+    return console_request
 
 
 def to_login(request: HttpRequest) -> HttpResponse:
@@ -97,10 +103,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     if htmx:
         messages.warning(request, f"{EXPIRED} It is reloaded now: do it again.")
         return HttpResponseClientRefresh()
-    console_request = cast(ConsoleRequest, request)
-    console_request.preferences = preferences_of(console_request.user)
-    console_request.can_act = is_operator(console_request.user)
-    return page(console_request, "console/403.html", {"expired": EXPIRED}, status=403)
+    return page(as_console_request(request), "console/403.html", {"expired": EXPIRED}, status=403)
 
 
 EXPIRED = "The page had expired (you signed in again, perhaps in another tab), so nothing was done."
