@@ -453,13 +453,19 @@ def open_stream(sock: socket.socket, token: str) -> bytes:
     return received
 
 
-def test_a_client_that_stops_reading_is_dropped_and_its_stream_ended_by_the_production_server(
+def test_the_production_server_drops_a_client_that_stops_reading_and_ends_streams_on_stop(
     subprocess_env: dict[str, str], token: str, tmp_path: Path
 ) -> None:
     """uvicorn makes a send wait once the client stops reading (daphne buffers whatever is
     written): the frames queued meanwhile are counted, and past the limit the stream gets
-    its farewell and its end once the client reads again."""
-    env = {**subprocess_env, "SSE_CLIENT_QUEUE_SIZE": "5"}
+    its farewell and its end once the client reads again. A stream never ends by itself:
+    on SIGTERM (a deploy, a restart) the server ends each one cleanly, so an open console
+    does not hold the stop for the graceful timeout, here set to two minutes."""
+    env = {
+        **subprocess_env,
+        "SSE_CLIENT_QUEUE_SIZE": "5",
+        "GUNICORN_CMD_ARGS": "--graceful-timeout 120",
+    }
     server = OneWorkerProductionServer(env, tmp_path / "production.log")
     try:
         with socket.socket() as sock:
@@ -467,7 +473,7 @@ def test_a_client_that_stops_reading_is_dropped_and_its_stream_ended_by_the_prod
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.settimeout(10)
             sock.connect(("127.0.0.1", server.port))
-            received = open_stream(sock, token)
+            dropped = open_stream(sock, token)
             bus = get_event_bus()
             for n in range(200):
                 bus.publish("job.created", {"id": f"flood-{n}", "padding": "x" * 16384})
@@ -476,38 +482,24 @@ def test_a_client_that_stops_reading_is_dropped_and_its_stream_ended_by_the_prod
                 assert time.monotonic() < deadline, "the client was not dropped"
                 time.sleep(0.1)
             # Chunked encoding's last chunk: the response has ended.
-            while not received.endswith(b"0\r\n\r\n"):
+            while not dropped.endswith(b"0\r\n\r\n"):
                 chunk = sock.recv(65536)
                 assert chunk, "the server closed the connection before ending the response"
-                received += chunk
-    finally:
-        server.stop()
-
-    assert b'event: stream.dropped\ndata: {"reason":"client_too_slow"}' in received
-    assert b'"id":"flood-199"' not in received
-
-
-def test_a_stopping_production_server_ends_its_streams_rather_than_wait_for_them(
-    subprocess_env: dict[str, str], token: str, tmp_path: Path
-) -> None:
-    """A stream never ends by itself: on SIGTERM (a deploy, a restart) the server ends each
-    one cleanly, so an open console does not hold the stop for the graceful timeout, here
-    set to two minutes; the browser reconnects on its own."""
-    env = {**subprocess_env, "GUNICORN_CMD_ARGS": "--graceful-timeout 120"}
-    server = OneWorkerProductionServer(env, tmp_path / "production.log")
-    try:
+                dropped += chunk
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-            received = open_stream(sock, token)
+            stopped = open_stream(sock, token)
             server.process.send_signal(signal.SIGTERM)
             sock.settimeout(60)
             while chunk := sock.recv(65536):
-                received += chunk
+                stopped += chunk
         assert server.process.wait(timeout=60) == 0, server.log()
     finally:
         server.stop()
 
-    # Chunked encoding's last chunk: the response ended, it was not cut off.
-    assert received.endswith(b"0\r\n\r\n")
+    assert b'event: stream.dropped\ndata: {"reason":"client_too_slow"}' in dropped
+    assert b'"id":"flood-199"' not in dropped
+    # Ended on the stop, not cut off.
+    assert stopped.endswith(b"0\r\n\r\n")
 
 
 # --- Redis goes away and comes back -------------------------------------------------------------

@@ -79,7 +79,9 @@ def test_failure_records_type_message_and_stack_trace(start_worker):
     assert failed.last_error == attempt.error_message
 
 
-def test_what_a_handler_makes_that_cannot_be_stored_stays_with_its_own_job(start_worker):
+def test_what_job_code_returns_raises_or_logs_stays_with_its_own_job(
+    start_worker,
+):
     # One worker batch: each bad job beside the others and a good one.
     def unstorable(*kinds: str, **options: Any) -> dict[str, Any]:
         return {kind: state.enqueue("unstorable", {"kind": kind}, **options) for kind in kinds}
@@ -88,6 +90,13 @@ def test_what_a_handler_makes_that_cannot_be_stored_stays_with_its_own_job(start
     errors = unstorable("error_nul", "error_surrogate", "error_long_type", max_retries=1)
     logs = unstorable("log_nul", "log_surrogate", "log_long_level", "log_bad_format")
     hidden = unstorable("hidden", max_retries=1)["hidden"]
+    # sys.exit() in job code (a wrapped command-line tool) or a stray KeyboardInterrupt: the
+    # worker stops on its signals, never on what a job raises, on a thread or inline.
+    leaving = [
+        state.enqueue(job_type, {"how": how, **extra}, max_retries=1)
+        for job_type in ("leave", "leave_inline")
+        for how, extra in (("exit", {"code": 2}), ("exit", {}), ("interrupt", {}))
+    ]
     good = state.enqueue("echo", {"value": 7})
     worker = start_worker("--once")
     assert worker.wait() == 0, worker.logs()
@@ -126,23 +135,10 @@ def test_what_a_handler_makes_that_cannot_be_stored_stays_with_its_own_job(start
     refused = attempt(hidden)
     assert (refused.status, refused.error_type) == (AttemptStatus.FAILED, "OutcomeNotRecorded")
     assert "its outcome was refused" in refused.error_message
-
-
-def test_a_handler_that_exits_or_is_interrupted_fails_its_attempt_not_the_worker(start_worker):
-    # sys.exit() in job code (a wrapped command-line tool) or a stray KeyboardInterrupt: the
-    # worker stops on its signals, never on what a job raises, on a thread or inline.
-    leaving = [
-        state.enqueue(job_type, {"how": how, **extra}, max_retries=1)
-        for job_type in ("leave", "leave_inline")
-        for how, extra in (("exit", {"code": 2}), ("exit", {}), ("interrupt", {}))
-    ]
-    good = state.enqueue("echo", {"value": 7})
-    worker = start_worker("--once")
-    assert worker.wait() == 0, worker.logs()
-    assert Job.objects.get(id=good["id"]).result == 7
+    # What stops a program fails its attempt like any exception.
     recorded = [
-        (attempt.status, attempt.error_type, attempt.error_message)
-        for attempt in (JobAttempt.objects.get(job_id=job["id"]) for job in leaving)
+        (attempt(job).status, attempt(job).error_type, attempt(job).error_message)
+        for job in leaving
     ]
     assert recorded == 2 * [
         (AttemptStatus.FAILED, "SystemExit", "2"),
