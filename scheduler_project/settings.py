@@ -353,6 +353,7 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "jobs.api.negotiation.ContentNegotiation",
     "EXCEPTION_HANDLER": "jobs.api.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["jobs.api.throttling.ConfiguredRateThrottle"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

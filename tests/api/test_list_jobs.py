@@ -378,3 +378,10 @@ def test_counts_are_exact_up_to_the_limit_then_estimated(viewer_client, job_row,
     # Pages still end where the rows do, whatever the count says.
     assert ids(viewer_client.get(JOBS, {"limit": 2, "page": 3})) != []
     assert_error(viewer_client.get(JOBS, {"limit": 2, "page": 4}), 404, "not_found")
+
+
+def test_a_format_no_renderer_writes_is_a_400_naming_the_formats(viewer_client):
+    # DRF's answer was a bare 404 "Not found." for ?format=xml, as if the route were gone.
+    error = assert_error(viewer_client.get(JOBS, {"format": "xml"}), 400, "validation_error")
+    assert error["details"] == {"format": ["'xml' is not a format here: use json or api."]}
+    assert viewer_client.get(JOBS, {"format": "json"}).status_code == 200
