@@ -1,6 +1,5 @@
 """Queue names and the queues a worker serves: the rules the job, its type's registration
-and the worker share (`jobs.queues` holds what is decided about a queue). A job type's name
-and a limit's follow the same rule: all three appear in URL paths and in lists."""
+and the worker share (`jobs.queues` holds what is decided about a queue)."""
 
 from __future__ import annotations
 

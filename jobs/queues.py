@@ -21,6 +21,7 @@ from django.utils import timezone
 from . import audit
 from .models import Limit, LimitScope, Queue
 from .queue_names import DEFAULT_QUEUE, name_errors
+from .registry import type_name_errors
 from .state import JobValidationError, wake_workers
 
 
@@ -196,12 +197,13 @@ def limit_errors(
 
 
 def limit_name_errors(scope: str, name: str) -> dict[str, list[str]]:
-    """Field -> messages for what no limit can be on. A limit names a job type or a queue by
-    the rule of queue names (both appear in URLs)."""
+    """Field -> messages for what no limit can be on: a limit on a job type takes any name a
+    type can have (one not registered yet too: a limit may come before a deploy), a limit on
+    a queue any name a queue can have."""
     errors: dict[str, list[str]] = {}
     if scope not in LimitScope.values:
         errors["scope"] = [f"Must be one of: {', '.join(LimitScope.values)}."]
-    if wrong := name_errors(name, "A limited name"):
+    elif wrong := type_name_errors(name) if scope == LimitScope.TYPE else name_errors(name):
         errors["name"] = wrong
     return errors
 

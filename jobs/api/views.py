@@ -545,8 +545,8 @@ LIMIT_PARAMETERS = [
         "name",
         str,
         OpenApiParameter.PATH,
-        description="A job type or queue name.",
-        pattern=QUEUE_NAME_PATTERN,
+        description="A job type's name (1 to 100 characters, no control character; "
+        "percent-encoded) or a queue's name.",
     ),
 ]
 

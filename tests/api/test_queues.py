@@ -4,6 +4,7 @@ list filters on it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import pytest
 from django.utils import timezone
@@ -125,6 +126,21 @@ def test_an_operator_sets_reads_and_removes_a_limit(operator_client, viewer_clie
     for path, field in (("worker/emails", "scope"), ("queue/a,b", "name")):
         error = assert_error(operator_client.delete(f"{LIMITS}/{path}"), 400, "validation_error")
         assert set(error["details"]) == {field}
+
+
+def test_a_limit_takes_any_name_a_job_type_can_have(operator_client, viewer_client):
+    # A job type's name is any 1 to 100 characters without a control character (a space,
+    # a slash, a letter outside ASCII): each can be limited, read and removed by its name.
+    name = "reports/daily summary é"
+    path = f"{LIMITS}/type/{quote(name, safe='')}"
+    limit = operator_client.put(path, {"max_running": 2}, format="json").json()
+    assert (limit["scope"], limit["name"], limit["max_running"]) == ("type", name, 2)
+    assert viewer_client.get(path).json() == limit
+    assert operator_client.delete(path).status_code == 204
+    assert viewer_client.get(LIMITS).json() == []
+    # A queue's name keeps its own rule.
+    refused = operator_client.put(f"{LIMITS}/queue/a%20b", {"max_running": 2}, format="json")
+    assert set(assert_error(refused, 400, "validation_error")["details"]) == {"name"}
 
 
 @pytest.mark.parametrize(

@@ -635,6 +635,15 @@ def test_limits_show_their_use_and_an_operator_sets_and_removes_them(as_operator
     assert "max_starts and period_seconds go together" in text(refused)
     as_operator.post("/limits/queue/bulk/remove")
     assert list(Limit.objects.values_list("name", flat=True)) == ["noop"]
+    # Any name a job type can have: listed, and removed by its own button.
+    as_operator.post(
+        "/limits", {"scope": "type", "name": "reports/daily summary", "max_running": "1"}
+    )
+    page = text(as_operator.get("/queues"))
+    removal = "/limits/type/reports/daily%20summary/remove"
+    assert "reports/daily summary" in page and removal in page
+    as_operator.post(removal)
+    assert list(Limit.objects.values_list("name", flat=True)) == ["noop"]
 
 
 def test_a_viewer_sees_queues_and_limits_but_cannot_act(as_viewer) -> None:
