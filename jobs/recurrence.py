@@ -87,14 +87,17 @@ class CronRecurrence:
 
 
 @cache
-def _zone_names() -> frozenset[str]:
-    return frozenset(available_timezones())
+def zone_names() -> frozenset[str]:
+    """The time zones a schedule may name: the IANA names tzdata holds. Not its `localtime`,
+    a copy of the reading machine's own zone: the web process and each worker could read one
+    schedule on different clocks."""
+    return frozenset(available_timezones()) - {"localtime"}
 
 
 def cron_errors(expression: str, timezone: str) -> dict[str, list[str]]:
     """What is wrong with a cron expression and a time zone name, per field."""
     errors: dict[str, list[str]] = {}
-    if timezone not in _zone_names():
+    if timezone not in zone_names():
         errors["timezone"] = [
             f"Unknown time zone {timezone!r}: use an IANA name like Europe/Berlin."
         ]

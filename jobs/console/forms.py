@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-import zoneinfo
 from functools import cache
 from typing import Any
 
@@ -12,6 +11,7 @@ from django import forms
 
 from jobs import limits
 from jobs.models import LimitScope, RecurInterval, Theme, UserPreference
+from jobs.recurrence import zone_names
 from jobs.registry import registry
 from jobs.webhooks import DELIVERABLE_EVENT_TYPES
 
@@ -21,7 +21,7 @@ PAGE_SIZES = [10, 20, 50, 100]
 
 @cache
 def time_zone_choices() -> list[tuple[str, str]]:
-    return [(name, name) for name in sorted(zoneinfo.available_timezones())]
+    return [(name, name) for name in sorted(zone_names())]
 
 
 class DateTimeLocalInput(forms.DateTimeInput):

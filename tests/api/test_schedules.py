@@ -54,7 +54,8 @@ def test_the_schema_offers_every_iana_zone_and_a_schedule_takes_each(operator_cl
     """The schema fuzz reads `TimeZone` cut to a few zones; the full list is held here."""
     document = operator_client.get("/api-docs.json").json()
     offered = document["components"]["schemas"]["TimeZone"]["enum"]
-    assert set(offered) == available_timezones()
+    # Every IANA name, not tzdata's `localtime` (the reading machine's own zone).
+    assert set(offered) == available_timezones() - {"localtime"}
     for zone in offered:
         response = operator_client.post(JOBS, {**NIGHTLY, "timezone": zone}, format="json")
         assert response.status_code == 201, (zone, response.json())

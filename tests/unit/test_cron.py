@@ -87,3 +87,11 @@ def test_slots_missed_while_no_worker_ran_are_skipped_after_the_one_run():
 )
 def test_what_is_refused(cron, zone, errors):
     assert cron_errors(cron, zone) == errors
+
+
+def test_the_machines_own_zone_file_is_no_time_zone_name():
+    # tzdata's `localtime` is whatever zone the machine reading it is set to: the web
+    # process and each worker could read one schedule's slots on different clocks.
+    assert cron_errors("0 9 * * *", "localtime") == {
+        "timezone": ["Unknown time zone 'localtime': use an IANA name like Europe/Berlin."]
+    }
