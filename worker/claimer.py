@@ -18,7 +18,6 @@ hop on the start latency's path.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from queue import SimpleQueue
 from typing import Any
@@ -29,6 +28,7 @@ from jobs import state
 from jobs.queue_names import QueueSelection
 
 from .schedulers import ScheduledJob
+from .threads import loop_thread
 
 logger = logging.getLogger(__name__)
 _DB_ERRORS = (DatabaseError, InterfaceError)
@@ -40,7 +40,7 @@ class Claimer:
         self.queues = queues
         self._inbox = inbox
         self._requests: SimpleQueue[list[ScheduledJob] | None] = SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="claimer", daemon=True)
+        self._thread = loop_thread(self._run, "claimer", inbox)
 
     def start(self) -> None:
         self._thread.start()

@@ -44,6 +44,7 @@ from .maintenance import runnable_jobs
 from .outcome import describe
 from .processor import Outcome
 from .schedulers import ScheduledJob
+from .threads import loop_thread
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class Completer:
         self._max_backoff = max_backoff
         self._queue: SimpleQueue[list[Finished] | None] = SimpleQueue()
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="completer", daemon=True)
+        self._thread = loop_thread(self._run, "completer", inbox)
 
     def start(self) -> None:
         self._thread.start()

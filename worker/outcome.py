@@ -49,7 +49,7 @@ def describe(
     base_seconds: float = 5.0,
 ) -> Failure:
     """The failure to record for `error`, raised by attempt `attempt_number` of a job."""
-    message = limits.storable_text(str(error) or type(error).__name__)
+    message = limits.storable_text(_message(error))
     trace = None
     if error.__traceback__ is not None:
         written = limits.storable_text("".join(traceback.format_exception(error)))
@@ -60,3 +60,14 @@ def describe(
         stack_trace=trace,
         retry_delay=retry_delay(attempt_number, rng, base_seconds=base_seconds),
     )
+
+
+def _message(error: BaseException) -> str:
+    """The exception's message; its class name when it has none. Its `str()` is job code
+    (a `__str__` of the handler's), so what it raises fails the attempt it describes, never
+    the thread describing it."""
+    try:
+        text = str(error)
+    except Exception as unreadable:
+        return f"(its message could not be read: str() raised {type(unreadable).__qualname__})"
+    return text or type(error).__name__

@@ -22,6 +22,8 @@ from psycopg import sql
 
 from jobs.reconnect import Backoff
 
+from .threads import loop_thread
+
 logger = logging.getLogger(__name__)
 
 
@@ -51,7 +53,7 @@ class Listener:
         self._inbox = inbox
         self._params = connection_params()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="listener", daemon=True)
+        self._thread = loop_thread(self._run, "listener", inbox)
 
     def start(self) -> None:
         self._thread.start()

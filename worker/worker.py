@@ -138,6 +138,8 @@ class Worker:
         self.listener = Listener(state.RUNNABLE_CHANNEL, self.inbox)
         self.claimed_total = 0
         self.signals = 0
+        # The loop's thread that failed (`worker.threads`): the worker stops by force.
+        self.crashed: str | None = None
         # Told of each stop signal the worker gets (runworker passes them to its lanes).
         self.signal_listeners: list[Callable[[int], None]] = []
         self._later: list[tuple[datetime, int, ScheduledJob]] = []
@@ -221,7 +223,11 @@ class Worker:
         )
 
     def _finish(self, forced: bool) -> None:
-        if forced and (self.processor.running or self._claiming or self._unanswered):
+        # Outcomes still reporting too: a completer that failed, or did not finish in time,
+        # leaves their jobs processing under this worker.
+        if forced and (
+            self.processor.running or self._claiming or self._unanswered or self._reporting
+        ):
             released = state.release(self.id, "Worker stopped before the job finished.")
             logger.warning("returned %d running jobs to pending", len(released))
         WorkerRow.objects.filter(id=self.id).update(
@@ -283,7 +289,7 @@ class Worker:
         stopping_marked = False
         while True:
             self._receive(wait)
-            if self.signals >= 2:
+            if self.signals >= 2 or self.crashed is not None:
                 return True
             if self.signals == 1 and not stopping_marked:
                 stopping_marked = True
@@ -390,6 +396,8 @@ class Worker:
                 self._offer(offers)
             elif kind == "notify":
                 notifications.append(value)
+            elif kind == "crashed":
+                self.crashed = value
             elif kind == "feed" and self.feeder.started_at < value:
                 # The listener (re)connected. A feed begun since its LISTEN took effect saw
                 # everything notified before: at start-up, reloading the whole backlog again

@@ -142,14 +142,31 @@ LONG_LEVEL = 25
 logging.addLevelName(LONG_LEVEL, "IMPORTANT_NOTICE")
 
 
+class Unreadable(Exception):
+    """An exception whose message cannot be read: its `__str__` reads what was never set."""
+
+    def __str__(self) -> str:
+        raise AttributeError("'Unreadable' object has no attribute 'detail'")
+
+
+class NotText(Exception):
+    def __str__(self) -> Any:
+        return 42
+
+
 def unstorable(job: JobContext) -> Any:
     """Return, raise or log what cannot be stored as it is (`kind`: a key of
     UNSTORABLE_RESULTS; `error_nul`, `error_surrogate`, `error_long_type`; `log_nul`,
     `log_surrogate`, `log_long_level`, `log_bad_format` (arguments its format refuses);
-    `hidden`, a result only the database refuses)."""
+    `hidden`, a result only the database refuses; `error_unreadable`, `error_not_text`: an
+    exception whose `str()` raises, or returns what is not a string)."""
     kind = job.payload["kind"]
     if kind == "error_long_type":
         raise type("Refused" * 40, (RuntimeError,), {})("a long class name")
+    if kind == "error_unreadable":
+        raise Unreadable()
+    if kind == "error_not_text":
+        raise NotText()
     if kind.startswith("error_"):
         raise RuntimeError("before \x00 after" if kind == "error_nul" else "before \ud800 after")
     if kind == "log_long_level":

@@ -87,7 +87,14 @@ def test_what_job_code_returns_raises_or_logs_stays_with_its_own_job(
         return {kind: state.enqueue("unstorable", {"kind": kind}, **options) for kind in kinds}
 
     results = unstorable("object", "nan", "infinity", "nul", "surrogate", "huge_int", max_retries=1)
-    errors = unstorable("error_nul", "error_surrogate", "error_long_type", max_retries=1)
+    errors = unstorable(
+        "error_nul",
+        "error_surrogate",
+        "error_long_type",
+        "error_unreadable",
+        "error_not_text",
+        max_retries=1,
+    )
     logs = unstorable("log_nul", "log_surrogate", "log_long_level", "log_bad_format")
     hidden = unstorable("hidden", max_retries=1)["hidden"]
     # sys.exit() in job code (a wrapped command-line tool) or a stray KeyboardInterrupt: the
@@ -120,6 +127,16 @@ def test_what_job_code_returns_raises_or_logs_stays_with_its_own_job(
         assert Job.objects.get(id=failed.job_id).last_error == escaped[kind]
         lines = JobLog.objects.filter(job_id=logs[f"log_{kind}"]["id"])
         assert [line.message for line in lines] == [escaped[kind]]
+    # An exception whose message cannot be read fails its attempt all the same, saying so.
+    for kind, name, raised in (
+        ("unreadable", "Unreadable", "AttributeError"),
+        ("not_text", "NotText", "TypeError"),
+    ):
+        failed = attempt(errors[f"error_{kind}"])
+        assert (failed.status, failed.error_type) == (AttemptStatus.FAILED, name)
+        assert failed.error_message == f"(its message could not be read: str() raised {raised})"
+        assert f"raise {name}()" in failed.stack_trace
+        assert Job.objects.get(id=failed.job_id).in_dlq
     long_type = attempt(errors["error_long_type"])
     assert long_type.error_type == ("Refused" * 40)[:200]
     assert long_type.error_message == "a long class name"
