@@ -39,5 +39,6 @@ urlpatterns = [
     path("", include("jobs.console.urls")),
 ]
 
-handler404 = "jobs.api.errors.not_found_view"
-handler500 = "jobs.api.errors.server_error_view"
+handler400 = "scheduler_project.error_pages.bad_request"
+handler404 = "scheduler_project.error_pages.page_not_found"
+handler500 = "scheduler_project.error_pages.server_error"

@@ -73,6 +73,12 @@ class PayloadTooLarge(exceptions.APIException):
         super().__init__(f"The request body is over the limit of {limit} bytes.")
 
 
+def is_api_request(request: HttpRequest) -> bool:
+    """Whether `request` is for the API (`/api/...`), answered in the envelope whatever
+    fails; every other address is a page's."""
+    return request.path.startswith("/api/")
+
+
 def database_unreachable(exc: BaseException) -> bool:
     """Whether `exc` is the database down or cut off (refusing connections, or a connection
     lost mid-request), as opposed to a bug in a query."""
@@ -180,3 +186,15 @@ def not_found_view(request: HttpRequest, exception: Exception | None = None) -> 
 
 def server_error_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse(error_body("internal_error", INTERNAL_ERROR_MESSAGE), status=500)
+
+
+def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """A request Django refused before any view (a body over the limit, a host not allowed,
+    too many fields)."""
+    if isinstance(exception, RequestDataTooBig):
+        return JsonResponse(
+            error_body("payload_too_large", PayloadTooLarge.default_detail), status=413
+        )
+    return JsonResponse(
+        error_body("validation_error", "The request could not be read."), status=400
+    )

@@ -21,7 +21,7 @@ from jobs.logging import request_id_var
 from jobs.models import AuditSource
 
 from .clients import client_address
-from .errors import validation_error_body
+from .errors import is_api_request, validation_error_body
 
 logger = logging.getLogger("jobs.access")
 
@@ -110,7 +110,7 @@ class NulParameterMiddleware(_SyncAndAsyncMiddleware):
         }
         if not details:
             return None
-        if request.path.startswith("/api/"):
+        if is_api_request(request):
             return JsonResponse(validation_error_body(details), status=400)
         named = ", ".join(details)
         return HttpResponseBadRequest(f"{_NUL_MESSAGE.removesuffix('.')} in: {named}.")

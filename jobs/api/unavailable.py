@@ -17,6 +17,7 @@ from .errors import (
     UNAVAILABLE_MESSAGE,
     database_unreachable,
     error_body,
+    is_api_request,
     log_outage,
 )
 
@@ -35,7 +36,7 @@ class DatabaseUnavailableMiddleware:
             return None
         log_outage(request, exc)
         response: HttpResponse
-        if request.path.startswith("/api/"):
+        if is_api_request(request):
             response = JsonResponse(error_body("unavailable", UNAVAILABLE_MESSAGE), status=503)
         else:
             context = {"retry_after": RETRY_AFTER_SECONDS}

@@ -106,6 +106,18 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     return page(as_console_request(request), "console/403.html", {"expired": EXPIRED}, status=403)
 
 
+def not_found(request: HttpRequest) -> HttpResponse:
+    """A signed-in user's answer for an address nothing serves (handler404)."""
+    context = {"what": "page", "message": "Nothing is at this address: the link is wrong."}
+    return page(as_console_request(request), "console/404.html", context, status=404)
+
+
+def too_large(request: HttpRequest) -> HttpResponse:
+    """A signed-in user's answer for a form over the body limit (handler400)."""
+    context = {"limit": settings.DATA_UPLOAD_MAX_MEMORY_SIZE}
+    return page(as_console_request(request), "console/413.html", context, status=413)
+
+
 EXPIRED = "The page had expired (you signed in again, perhaps in another tab), so nothing was done."
 
 

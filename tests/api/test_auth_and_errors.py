@@ -212,6 +212,14 @@ def test_unknown_routes_under_api_are_404_envelopes(viewer_client, settings, deb
     assert_error(viewer_client.get(path), 404, "not_found")
 
 
+def test_a_request_django_refuses_before_any_view_is_an_envelope_under_api(viewer_client):
+    # A Host not in ALLOWED_HOSTS: Django's plain "Bad Request (400)" page before.
+    response = viewer_client.get(JOBS, HTTP_HOST="elsewhere.example")
+    assert assert_error(response, 400, "validation_error")["message"] == (
+        "The request could not be read."
+    )
+
+
 @pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
 def test_a_write_to_an_unknown_route_under_api_is_a_404_envelope_too(operator, method):
     # As a real client sends it: CSRF checks on (the test client turns them off), a token

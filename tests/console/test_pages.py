@@ -120,6 +120,41 @@ def test_unknown_job_is_a_404_page_not_a_blank_one(as_viewer: Client) -> None:
     assert "No such job" in text(response)
 
 
+def test_errors_no_view_handled_are_pages_for_a_browser_and_envelopes_for_the_api(
+    viewer: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A mistyped console address, a console page that failed: pages, not the API's JSON.
+    settings.DEBUG = False
+    browser = Client(raise_request_exception=False, HTTP_ACCEPT="text/html")
+    browser.force_login(viewer)
+    missing = browser.get("/jobz")
+    assert (missing.status_code, missing["Content-Type"]) == (404, "text/html; charset=utf-8")
+    assert "No such page" in text(missing) and 'href="/jobs"' in text(missing)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("SELECT secret FROM internals")
+
+    monkeypatch.setattr("jobs.console.selectors.stat_cards", broken)
+    failed = browser.get("/", HTTP_X_REQUEST_ID="req-console-500")
+    assert (failed.status_code, failed["Content-Type"]) == (500, "text/html; charset=utf-8")
+    assert "Something went wrong" in text(failed) and "req-console-500" in text(failed)
+    assert "secret" not in text(failed)
+    # Under /api/ the envelope stays, for any client.
+    for path in ("/api/v1/nope", "/api/nope"):
+        assert browser.get(path).json()["error"]["code"] == "not_found"
+
+
+def test_a_form_over_the_body_limit_is_a_page_saying_nothing_was_saved(
+    as_operator: Client, settings: Any
+) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
+    body = {"type": "noop", "payload": '{"note": "' + "x" * 4096 + '"}', "priority": "2"}
+    response = as_operator.post("/jobs/new", body)
+    assert response.status_code == 413
+    assert "Nothing was saved" in text(response) and "2,048 bytes" in text(response)
+    assert Job.objects.count() == 0
+
+
 def test_job_detail_and_dlq_detail_lead_to_each_other(as_viewer: Client) -> None:
     dead = dead_letter()
     assert as_viewer.get(f"/jobs/{dead['id']}")["Location"] == f"/dlq/{dead['id']}"
