@@ -57,7 +57,7 @@ prod: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy jobs worker scheduler_project/devservices scheduler_project/postgresql benchmarks
+	$(BIN)/mypy jobs worker scheduler_project benchmarks
 
 format: install
 	$(BIN)/ruff format .

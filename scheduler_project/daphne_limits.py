@@ -10,6 +10,7 @@ Imported by scheduler_project.asgi, so it applies wherever daphne serves the pro
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from twisted.web.http import HTTPChannel
 
@@ -25,7 +26,10 @@ def _answer_line_too_long(channel: HTTPChannel, line: bytes) -> None:
         status, reason = 431, "Request Header Fields Too Large"
         message = f"A header line is over {channel.MAX_LENGTH} bytes."
     body = json.dumps(error_body("request_too_large", message)).encode()
-    channel.transport.write(
+    # zope.interface declares ITransport's methods without `self`, which mypy takes for one
+    # argument fewer; the transport is set once the connection is made.
+    transport: Any = channel.transport
+    transport.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
         + body

@@ -25,7 +25,7 @@ def _console_user(request: HttpRequest) -> bool:
     return bool(user and user.is_authenticated) and not request.path.startswith("/admin/")
 
 
-def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_api_request(request):
         return bad_request_view(request, exception)
     if isinstance(exception, RequestDataTooBig) and _console_user(request):
@@ -33,7 +33,7 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
     return defaults.bad_request(request, exception)
 
 
-def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_api_request(request):
         return not_found_view(request, exception)
     if _console_user(request):
