@@ -45,6 +45,15 @@ EVENT_HEADER = "X-Scheduler-Event"
 WEBHOOK_HEADER = "X-Scheduler-Webhook"
 TEST_EVENT = "webhook.test"
 DELIVERY_TYPE = "http_request"
+# Deliveries wait apart from the application's jobs, so that an operator can pause, limit
+# or give handler slots to them alone (`runworker --queue webhooks=2`), and at the lowest
+# priority, behind the jobs they report on: a receiver that hangs holds each delivery for
+# WEBHOOK_TIMEOUT_SECONDS, and at the jobs' own priority its deliveries took every handler
+# thread in turn, so the application's jobs ran at the pace of its timeouts.
+DELIVERY_QUEUE = "webhooks"
+EVENT_PRIORITY = 3
+# A test delivery is sent for someone watching the console.
+TEST_PRIORITY = 1
 # stats.updated fires after nearly every change; as a webhook it would only be noise.
 DELIVERABLE_EVENT_TYPES = tuple(t for t in EVENT_TYPES if t != STATS_UPDATED)
 
@@ -123,15 +132,22 @@ def send_test(webhook: Webhook) -> dict[str, Any]:
         webhook.secret,
         TEST_EVENT,
         {"webhook_id": webhook.id, "message": "Test delivery from the job scheduler."},
+        priority=TEST_PRIORITY,
     )
-    return state.enqueue(spec.type, spec.payload, priority=spec.priority)
+    return state.enqueue(spec.type, spec.payload, priority=spec.priority, queue=spec.queue)
 
 
 # --- deliveries ----------------------------------------------------------------------------
 
 
 def delivery_spec(
-    webhook_id: int, url: str, secret: str, event_type: str, data: dict[str, Any]
+    webhook_id: int,
+    url: str,
+    secret: str,
+    event_type: str,
+    data: dict[str, Any],
+    *,
+    priority: int = EVENT_PRIORITY,
 ) -> state.JobSpec:
     body = json.dumps({"type": event_type, "data": data}, separators=(",", ":"))
     headers = {
@@ -148,7 +164,9 @@ def delivery_spec(
         "body": body,
         "timeout": settings.WEBHOOK_TIMEOUT_SECONDS,
     }
-    return state.JobSpec(type=DELIVERY_TYPE, payload=payload, priority=2)
+    return state.JobSpec(
+        type=DELIVERY_TYPE, payload=payload, priority=priority, queue=DELIVERY_QUEUE
+    )
 
 
 def is_delivery(job: dict[str, Any]) -> bool:

@@ -191,6 +191,13 @@ def test_a_matching_event_becomes_one_signed_http_request_job() -> None:
     body = payload["body"].encode()
     assert payload["headers"]["X-Scheduler-Signature"] == "sha256=" + sign("s3cret", body)
     assert json.loads(body) == {"type": "job.completed", "data": completed}
+    # In a queue of their own, behind the jobs they report on: a receiver that holds each
+    # delivery for its whole timeout takes handler threads only when no job of the
+    # application's waits, and an operator can pause, limit or give slots to them apart.
+    assert (delivery.queue, delivery.priority) == (webhooks.DELIVERY_QUEUE, 3)
+    # A test delivery is for someone watching: first.
+    test = Job.objects.get(id=send_test(hook)["id"])
+    assert (test.queue, test.priority) == (webhooks.DELIVERY_QUEUE, 1)
 
 
 @pytest.mark.django_db(transaction=True)
