@@ -9,11 +9,13 @@ included. See ARCHITECTURE.md, "The production profile".
 
 import os
 
+from scheduler_project.environment import env_int
+
 wsgi_app = "scheduler_project.asgi:application"
 worker_class = "scheduler_project.server.UvicornWorker"
 # One process per core: each runs a request's Python on one core at a time (the GIL), and
 # waits on PostgreSQL in threads. WEB_CONCURRENCY is gunicorn's own variable.
-workers = int(os.environ.get("WEB_CONCURRENCY") or os.cpu_count() or 2)
+workers = env_int("WEB_CONCURRENCY", os.cpu_count() or 2, minimum=1)
 # Each worker listens on a socket of its own (SO_REUSEPORT), so the kernel spreads new
 # connections over them. On one shared socket, the worker whose loop woke first accepted every
 # connection waiting: of 20 keep-alive API clients that connected together, 17 to 20 landed
@@ -28,7 +30,8 @@ timeout = 30
 graceful_timeout = 10
 keepalive = 5
 # Listen on $PORT when set (as platforms behind a Procfile expect), else on 127.0.0.1:8000.
-bind = [f"0.0.0.0:{os.environ['PORT']}" if os.environ.get("PORT") else "127.0.0.1:8000"]
+_port = env_int("PORT", 0, minimum=1, maximum=65535)
+bind = [f"0.0.0.0:{_port}" if _port else "127.0.0.1:8000"]
 accesslog = None
 errorlog = "-"
 # No gunicornc control socket (it would live in $HOME, shared by every instance).

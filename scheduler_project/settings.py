@@ -4,9 +4,6 @@ Each knob has a default that works for local development; README.md lists them a
 A `.env` file next to manage.py is read first when present (real environment wins).
 """
 
-import ipaddress
-import math
-import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,92 +12,18 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
-from jobs.rates import parse_rate
+from scheduler_project.environment import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_networks,
+    env_rate,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 load_dotenv(BASE_DIR / ".env", override=False)
-
-
-def env_str(name: str, default: str) -> str:
-    return os.environ.get(name, default)
-
-
-# A value that cannot work stops the start, naming its variable: read later, it would fail
-# far from its cause (a worker's thread pool, a timeout every job runs over at once).
-
-
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r}: expected a whole number.") from None
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum}.")
-    return value
-
-
-def env_float(
-    name: str, default: float, *, minimum: float | None = None, above: float | None = None
-) -> float:
-    raw = os.environ.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise ImproperlyConfigured(f"{name}={raw!r}: expected a number.")
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum:g}.")
-    if above is not None and value <= above:
-        raise ImproperlyConfigured(f"{name}={raw!r}: must be above {above:g}.")
-    return value
-
-
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-FALSE_WORDS = frozenset({"0", "false", "no", "off"})
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw in (None, ""):
-        return default
-    word = raw.strip().lower()
-    if word not in TRUE_WORDS | FALSE_WORDS:
-        raise ImproperlyConfigured(
-            f"{name}={raw!r}: expected true or false (also 1/0, yes/no, on/off)."
-        )
-    return word in TRUE_WORDS
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
-
-
-def env_rate(name: str, default: str) -> str:
-    """A rate such as "10/min" (`jobs.rates`), or empty for none."""
-    raw = env_str(name, default).strip()
-    if raw:
-        try:
-            parse_rate(raw)
-        except ValueError as error:
-            raise ImproperlyConfigured(f"{name}={raw!r}: {error}.") from None
-    return raw
-
-
-def env_networks(name: str) -> list[str]:
-    """Networks in CIDR (10.1.2.0/24), as written."""
-    networks = env_list(name, "")
-    for network in networks:
-        try:
-            ipaddress.ip_network(network, strict=False)
-        except ValueError as error:
-            raise ImproperlyConfigured(f"{name}: {error}.") from None
-    return networks
 
 
 DEBUG = env_bool("DEBUG", True)

@@ -201,6 +201,36 @@ def test_a_value_that_cannot_work_stops_the_start_naming_its_variable(
         load_settings(**environment)
 
 
+GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        ({"WEB_CONCURRENCY": "0"}, "WEB_CONCURRENCY='0': must be at least 1"),
+        ({"PORT": "70000"}, "PORT='70000': must be at most 65535"),
+        ({"PORT": "http"}, "PORT='http': expected a whole number"),
+    ],
+)
+def test_the_production_server_refuses_what_cannot_work_by_the_same_rule(
+    monkeypatch, environment, message
+):
+    # WEB_CONCURRENCY=0 started a gunicorn that supervised no process: up, answering nothing.
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
+        runpy.run_path(str(GUNICORN_CONF))
+
+
+def test_the_production_server_listens_where_it_is_told(monkeypatch):
+    monkeypatch.delenv("PORT", raising=False)
+    monkeypatch.setenv("WEB_CONCURRENCY", "3")
+    config = runpy.run_path(str(GUNICORN_CONF))
+    assert (config["workers"], config["bind"]) == (3, ["127.0.0.1:8000"])
+    monkeypatch.setenv("PORT", "5000")
+    assert runpy.run_path(str(GUNICORN_CONF))["bind"] == ["0.0.0.0:5000"]
+
+
 def test_development_may_use_the_development_key(load_settings):
     assert load_settings()["SECRET_KEY"] == DEVELOPMENT_KEY
 

@@ -1,0 +1,95 @@
+"""Reading the environment: a value that cannot work stops the start, naming its variable.
+Read later, it would fail far from its cause (a worker's thread pool, a timeout every job
+runs over at once). Used by the settings and by gunicorn's configuration (deploy/)."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+from jobs.rates import parse_rate
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a whole number.") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum}.")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at most {maximum}.")
+    return value
+
+
+def env_float(
+    name: str, default: float, *, minimum: float | None = None, above: float | None = None
+) -> float:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a number.")
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum:g}.")
+    if above is not None and value <= above:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be above {above:g}.")
+    return value
+
+
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return default
+    word = raw.strip().lower()
+    if word not in TRUE_WORDS | FALSE_WORDS:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r}: expected true or false (also 1/0, yes/no, on/off)."
+        )
+    return word in TRUE_WORDS
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate such as "10/min" (`jobs.rates`), or empty for none."""
+    raw = env_str(name, default).strip()
+    if raw:
+        try:
+            parse_rate(raw)
+        except ValueError as error:
+            raise ImproperlyConfigured(f"{name}={raw!r}: {error}.") from None
+    return raw
+
+
+def env_networks(name: str) -> list[str]:
+    """Networks in CIDR (10.1.2.0/24), as written."""
+    networks = env_list(name, "")
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError as error:
+            raise ImproperlyConfigured(f"{name}: {error}.") from None
+    return networks
