@@ -226,7 +226,8 @@ class Pruner(Unit):
 
 class BackgroundUnit:
     """Runs a unit on a thread of its own, with its own database connection, so that a long
-    pass never holds up the loop's claims; the database being away only delays the unit."""
+    pass never holds up the loop's claims; the database being away, or a pass failing,
+    only delays the unit."""
 
     def __init__(self, unit: Unit, *, retry_after: float) -> None:
         self.unit = unit
@@ -251,6 +252,11 @@ class BackgroundUnit:
                 except (DatabaseError, InterfaceError) as exc:
                     logger.error("%s: database unavailable (%s)", self.unit.name, exc)
                     connection.close()
+                    wait = self.retry_after
+                except Exception:
+                    # Its work is not what runs jobs: it is tried again, not the worker
+                    # stopped, and every failure is in the log with its traceback.
+                    logger.exception("%s: a pass failed; trying again", self.unit.name)
                     wait = self.retry_after
                 if wait > 0:
                     self._stop.wait(wait)

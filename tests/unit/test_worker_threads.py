@@ -5,11 +5,13 @@ outcomes nobody would record."""
 from __future__ import annotations
 
 import logging
+import time
 from queue import SimpleQueue
 from typing import Any
 
 import pytest
 
+from worker.maintenance import BackgroundUnit, Unit
 from worker.threads import loop_thread
 from worker.worker import Worker
 
@@ -42,3 +44,32 @@ def test_the_loop_stops_by_force_once_a_thread_failed(worker: Worker):
     worker.inbox.put(("crashed", "completer"))
     assert worker._loop() is True
     assert worker.crashed == "completer"
+
+
+def test_a_background_unit_that_fails_logs_it_and_runs_again(caplog: pytest.LogCaptureFixture):
+    # The pruner on its thread: a failure other than the database's ended the thread
+    # without a word, and retention stopped until the worker restarted.
+    class Failing(Unit):
+        name = "pruner"
+        interval = 0.01
+
+        def __init__(self) -> None:
+            self.runs = 0
+
+        def run_once(self) -> dict[str, int]:
+            self.runs += 1
+            if self.runs == 1:
+                raise KeyError("a bug in a pass")
+            return {}
+
+    unit = Failing()
+    background = BackgroundUnit(unit, retry_after=0.01)
+    with caplog.at_level(logging.ERROR, logger="worker.maintenance"):
+        background.start()
+        deadline = time.monotonic() + 10
+        while unit.runs < 2:
+            assert time.monotonic() < deadline, "the unit did not run again"
+            time.sleep(0.01)
+        background.stop(timeout=10)
+    (record,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert "pruner" in record.getMessage() and record.exc_info is not None
