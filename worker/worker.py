@@ -268,13 +268,17 @@ class Worker:
         )
         self._background = [BackgroundUnit(pruner, retry_after=_max_db_backoff())]
 
+    def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        """Stop as a signal asks: the first gracefully, a second at once. Safe from a signal
+        handler (SimpleQueue.put is reentrant) and from any thread; it wakes the loop."""
+        self.signals += 1
+        self.inbox.put(("signal", signum))
+        for listener in self.signal_listeners:
+            listener(signum)
+
     def _install_signal_handlers(self) -> dict[int, Any]:
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            self.signals += 1
-            # SimpleQueue.put is reentrant: safe from a signal handler, and it wakes the loop.
-            self.inbox.put(("signal", signum))
-            for listener in self.signal_listeners:
-                listener(signum)
+            self.request_stop(signum)
 
         return {
             signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)

@@ -4,6 +4,7 @@ commit on and survives a worker's restart."""
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -58,6 +59,21 @@ def test_a_worker_serves_its_queues_and_a_queue_with_slots_of_its_own_runs_apart
         lambda: Worker.objects.get(id=lane.id).status == WorkerStatus.STOPPED,
         what="the lane to stop",
     )
+
+
+def test_a_lane_that_dies_stops_its_worker_for_the_supervisor_to_restart_both(start_worker):
+    # The supervisor watches the worker, not its lanes: a lane killed (the OOM killer, a
+    # crash) left its queue unserved, silently, for as long as the worker ran on.
+    worker = start_worker("--queue", "emails=1", "--concurrency", "1")
+    main = worker.wait_registered()
+    lane = wait_for(
+        lambda: Worker.objects.filter(queues=["emails"], status=WorkerStatus.RUNNING).first(),
+        what="the lane to register",
+    )
+    os.kill(lane.pid, signal.SIGKILL)
+    assert worker.wait() != 0, worker.logs()
+    assert "lane for queue emails ended" in worker.logs()
+    assert Worker.objects.get(id=main.id).status == WorkerStatus.STOPPED
 
 
 def test_a_pause_holds_on_every_worker_and_outlives_a_restart(start_worker, runs_table):

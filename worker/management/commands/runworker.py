@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,8 @@ from jobs.command_options import non_negative_int, positive_int
 from jobs.queue_names import QueueSelection, name_errors
 from worker.schedulers import SCHEDULERS
 from worker.worker import Worker
+
+logger = logging.getLogger(__name__)
 
 
 def queue_list(value: str) -> tuple[str, ...]:
@@ -106,6 +110,9 @@ class Command(BaseCommand):
             queues=QueueSelection(options["queues"], tuple(dedicated)),
         )
         worker.signal_listeners.append(lambda signum: _pass_on(signum, children))
+        if not options["once"] and options["max_jobs"] is None:
+            for name, child in zip(dedicated, children, strict=True):
+                _watch_lane(name, child, worker)
         # What is loaded by now (Django, the apps and their handlers, the worker) lives as
         # long as the process: out of the collector's sight, a full collection walks only
         # what jobs made since. It walked ~90,000 objects, a 45 ms stop of every thread about
@@ -119,9 +126,9 @@ class Command(BaseCommand):
             raise
         finally:
             codes = [child.wait() for child in children]
-        code = max([code, *codes])
-        if code:
-            sys.exit(code)
+        # A lane killed by a signal has a negative code.
+        if code or any(codes):
+            sys.exit(code or 1)
 
     @staticmethod
     def _start_lane(name: str, slots: int, options: dict[str, Any]) -> subprocess.Popen[bytes]:
@@ -146,6 +153,21 @@ class Command(BaseCommand):
         return subprocess.Popen(  # noqa: S603 - our own command
             command, start_new_session=True, preexec_fn=_stop_with_parent
         )
+
+
+def _watch_lane(name: str, child: subprocess.Popen[bytes], worker: Worker) -> None:
+    """A lane that ends while its worker runs on (killed, crashed) stops the worker too,
+    gracefully, and the worker exits non-zero: the supervisor watches the worker only, and
+    restarts the two together. Left alone, the lane's queue went unserved without a word."""
+
+    def watch() -> None:
+        code = child.wait()
+        if worker.signals:
+            return  # told to stop, as the worker was
+        logger.critical("the lane for queue %s ended (exit code %s): stopping", name, code)
+        worker.request_stop()
+
+    threading.Thread(target=watch, name=f"lane-{name}", daemon=True).start()
 
 
 def _pass_on(signum: int, children: list[subprocess.Popen[bytes]]) -> None:
