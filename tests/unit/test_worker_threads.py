@@ -27,7 +27,7 @@ def test_a_thread_that_fails_tells_the_loop_and_the_log(caplog: pytest.LogCaptur
         thread.start()
         thread.join(10)
     assert inbox.get(timeout=10) == ("crashed", "completer")
-    (record,) = caplog.records
+    (record,) = [r for r in caplog.records if r.name == "worker.threads"]
     assert "completer thread failed" in record.getMessage()
     assert record.exc_info is not None and "a bug in reporting" in str(record.exc_info[1])
 
@@ -71,5 +71,5 @@ def test_a_background_unit_that_fails_logs_it_and_runs_again(caplog: pytest.LogC
             assert time.monotonic() < deadline, "the unit did not run again"
             time.sleep(0.01)
         background.stop(timeout=10)
-    (record,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    (record,) = [r for r in caplog.records if r.name == "worker.maintenance"]
     assert "pruner" in record.getMessage() and record.exc_info is not None
