@@ -31,6 +31,9 @@ from .filters import JobFilter
 from .models import IdempotencyKey, Job
 
 BULK_TYPE = "bulk_action"
+# Its type's queue: an operator stopping a flood pauses the flood's queue first, and the
+# action that cleans it up must not wait there.
+BULK_QUEUE = "bulk"
 BATCH = 500
 
 

@@ -175,6 +175,7 @@ def flaky(job: JobContext) -> dict[str, Any]:
 
 @handler(
     bulk.BULK_TYPE,
+    queue=bulk.BULK_QUEUE,
     schema={
         "type": "object",
         "properties": {
