@@ -293,6 +293,8 @@ class IdempotencyKey(models.Model):
     job = models.ForeignKey(
         Job, null=True, on_delete=models.CASCADE, related_name="+", db_constraint=False
     )
+    # A batch's jobs in the order sent (POST /jobs/batch); `job` is then the first of them.
+    job_ids = ArrayField(models.UUIDField(), null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:

@@ -98,14 +98,16 @@ _CANCEL_EVENTS = threading.Lock()
 
 # `jobs.type` is a varchar of this many characters.
 TYPE_NAME_MAX_LENGTH = 100
-_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+# No control character (also what an OpenAPI schema states of a type's name).
+TYPE_NAME_PATTERN = rf"^[^\x00-\x1f\x7f]{{1,{TYPE_NAME_MAX_LENGTH}}}$"
+_TYPE_NAME = re.compile(TYPE_NAME_PATTERN)
 
 
 def type_name_errors(name: object) -> list[str]:
     """Why `name` cannot name a job type; empty when it can."""
     if not isinstance(name, str) or not 1 <= len(name) <= TYPE_NAME_MAX_LENGTH:
         return [f"A job type's name is a string of 1 to {TYPE_NAME_MAX_LENGTH} characters."]
-    if _CONTROL_CHARACTER.search(name):
+    if not _TYPE_NAME.fullmatch(name):
         return ["A job type's name holds no control character."]
     return []
 

@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -277,14 +277,37 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     fingerprint), JobValidationError when an argument or the key is wrong.
     """
     now = timezone.now()
-    errors = _validate(spec, now)
-    if not (isinstance(key, str) and len(key) <= 255 and IDEMPOTENCY_KEY.fullmatch(key)):
-        errors["idempotency_key"] = [
-            "Must be 1 to 255 printable ASCII characters, not starting or ending with a space."
-        ]
+    errors = {**_validate(spec, now), **_key_errors(key)}
     if errors:
         raise JobValidationError(errors)
-    fingerprint = _fingerprint(spec)
+    (job,), created = _under_key(key, _fingerprint(asdict(spec)), lambda: [_enqueue(spec, now)])
+    return job, created
+
+
+def enqueue_many_once(key: str, specs: Sequence[JobSpec]) -> tuple[list[JobObject], bool]:
+    """`enqueue_many` under `key`, as `enqueue_once` is `enqueue`: a repeat within the window
+    returns the jobs the first request created, in order (those purged or pruned since left
+    out): (jobs, created). The key is checked before the jobs."""
+    if errors := _key_errors(key):
+        raise JobValidationError(errors)
+    fingerprint = _fingerprint([asdict(spec) for spec in specs])
+    return _under_key(key, fingerprint, lambda: enqueue_many(specs), batch=True)
+
+
+def _key_errors(key: object) -> dict[str, list[str]]:
+    if isinstance(key, str) and len(key) <= 255 and IDEMPOTENCY_KEY.fullmatch(key):
+        return {}
+    return {
+        "idempotency_key": [
+            "Must be 1 to 255 printable ASCII characters, not starting or ending with a space."
+        ]
+    }
+
+
+def _under_key(
+    key: str, fingerprint: str, create: Callable[[], list[JobObject]], *, batch: bool = False
+) -> tuple[list[JobObject], bool]:
+    """The jobs `create` makes, once per `key` within the idempotency window."""
     with transaction.atomic():
         params = {
             "key": key,
@@ -296,20 +319,29 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
             (holder,) = fetch("idempotency_key_holder", {"key": key})
             if holder["fingerprint"] != fingerprint:
                 raise IdempotencyKeyReused(key, holder["job_id"])
-            return get_job(holder["job_id"]), False
-        created = _enqueue(spec, now)
-        fetch("bind_idempotency_key", {"key": key, "job_id": created["id"]})
+            held = holder["job_ids"] or [holder["job_id"]]
+            return _job_objects(fetch("job_objects", {"job_ids": held})), False
+        created = create()
+        job_ids = [job["id"] for job in created]
+        fetch(
+            "bind_idempotency_key",
+            {
+                "key": key,
+                "job_id": job_ids[0] if job_ids else None,
+                "job_ids": job_ids if batch else None,
+            },
+        )
     return created, True
 
 
-def _fingerprint(spec: JobSpec) -> str:
-    """SHA-256 of the request in a canonical form: equal requests, equal fingerprints,
-    however their instants and keys were written."""
+def _fingerprint(request: object) -> str:
+    """SHA-256 of the request (a spec's fields, or a list of them) in a canonical form:
+    equal requests, equal fingerprints, however their instants and keys were written."""
 
     def canonical(value: object) -> str:
         return value.astimezone(UTC).isoformat() if isinstance(value, datetime) else str(value)
 
-    text = json.dumps(asdict(spec), sort_keys=True, separators=(",", ":"), default=canonical)
+    text = json.dumps(request, sort_keys=True, separators=(",", ":"), default=canonical)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -18,7 +18,7 @@ from jobs.registry import registry
 from jobs.state import IDEMPOTENCY_KEY, MAX_UPSTREAM
 
 from .errors import UNAVAILABLE_MESSAGE, error_body
-from .serializers import INSTANT_SCHEMA, ErrorSerializer
+from .serializers import INSTANT_SCHEMA, MAX_BATCH, ErrorSerializer
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -166,14 +166,14 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     OpenApiParameter.HEADER,
     description="Printable ASCII, no space at either end. A repeat of the same request "
     f"under this key within {settings.SCHEDULER_IDEMPOTENCY_WINDOW:g} s answers 200 with the "
-    "job the first one created (also when both race); the key with a different body is a 409 "
-    "`idempotency_key_reused`.",
+    "job (of a batch: the jobs) the first one created (also when both race); the key with a "
+    "different body is a 409 `idempotency_key_reused`.",
 )
 
 IDEMPOTENCY_CONFLICT = OpenApiResponse(
     response=ErrorSerializer,
     description="The `Idempotency-Key` was used by a different request; `details` names it "
-    "and the job that request created.",
+    "and the job that request created (of a batch, its first).",
     examples=[
         OpenApiExample(
             "idempotency_key_reused",
@@ -309,4 +309,7 @@ def job_create_body(
         "oneOf": _job_branches(batch_fields),
         "description": "A new job of a batch: as for POST /jobs, but without `depends_on`.",
     }
+    # drf-spectacular states neither `allow_empty=False` nor `max_length` of a list of
+    # serializers.
+    schemas["JobBatchCreateRequest"]["properties"]["jobs"].update(minItems=1, maxItems=MAX_BATCH)
     return result

@@ -3,7 +3,10 @@
 
 from django.urls import URLPattern, URLResolver, include, path
 
-from . import views
+from . import (
+    converters,  # noqa: F401 - registers `limit_name`
+    views,
+)
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.ApiRootView.as_view(), name="api-root"),
@@ -41,7 +44,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("queues/<str:name>/pause", views.QueuePauseView.as_view(), name="api-queue-pause"),
     path("queues/<str:name>/resume", views.QueueResumeView.as_view(), name="api-queue-resume"),
     path("limits", views.LimitListView.as_view(), name="api-limits"),
-    path("limits/<str:scope>/<path:name>", views.LimitDetailView.as_view(), name="api-limit"),
+    path("limits/<str:scope>/<limit_name:name>", views.LimitDetailView.as_view(), name="api-limit"),
     # The browsable API's log-in link; console users are signed in already.
     path("auth/", include("rest_framework.urls")),
 ]

@@ -30,6 +30,7 @@ from jobs import graph, metrics, queues, state
 from jobs.explain import explain
 from jobs.models import LimitScope
 from jobs.queue_names import QUEUE_NAME_PATTERN
+from jobs.registry import TYPE_NAME_PATTERN
 from jobs.representation import format_time, represent_job
 from jobs.schedules import get_schedule, represent_schedule, schedule_list
 from jobs.selectors import job_attempts, job_list
@@ -151,20 +152,39 @@ class JobBatchView(ApiView):
         "Errors name the job by its index: `jobs.3.priority`. The body limit "
         "(`API_MAX_BODY_BYTES`) applies to the whole batch.",
         request=JobBatchCreateSerializer,
-        responses={201: JobBatchSerializer, **error_responses(400, 413, 415, *WRITE_ERRORS)},
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        responses={
+            201: JobBatchSerializer,
+            200: OpenApiResponse(
+                JobBatchSerializer,
+                description="A repeat under an `Idempotency-Key`: the jobs the first request "
+                "created, in its order, as they are now (one purged or pruned since is left "
+                "out).",
+            ),
+            409: IDEMPOTENCY_CONFLICT,
+            **error_responses(400, 413, 415, *WRITE_ERRORS),
+        },
     )
     def post(self, request: Request) -> Response:
         serializer = JobBatchCreateSerializer(data=request.data)
         if not serializer.is_valid():
             raise ValidationError(flat_errors(serializer.errors))
         specs = [state.JobSpec(**job) for job in serializer.validated_data["jobs"]]
+        key = request.headers.get("Idempotency-Key")
         try:
-            jobs = state.enqueue_many(specs)
+            if key is None:
+                jobs, created = state.enqueue_many(specs), True
+            else:
+                jobs, created = state.enqueue_many_once(key, specs)
         except state.JobValidationError as error:
             raise state.JobValidationError(
-                {f"jobs.{key}": messages for key, messages in error.details.items()}
+                {
+                    field if field == "idempotency_key" else f"jobs.{field}": messages
+                    for field, messages in error.details.items()
+                }
             ) from None
-        return Response({"jobs": jobs}, status=status.HTTP_201_CREATED)
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response({"jobs": jobs}, status=code)
 
 
 class JobStatsView(ApiView):
@@ -546,7 +566,8 @@ LIMIT_PARAMETERS = [
         str,
         OpenApiParameter.PATH,
         description="A job type's name (1 to 100 characters, no control character; "
-        "percent-encoded) or a queue's name.",
+        "percent-encoded), or a queue's (1 to 100 letters, digits, '_', '-', '.' or ':').",
+        pattern=TYPE_NAME_PATTERN,
     ),
 ]
 

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from jobs.api import converters  # noqa: F401 - registers `limit_name`
 from jobs.display import Action
 
 from . import views
@@ -48,7 +49,7 @@ urlpatterns = [
     path("queues/<str:name>/pause", views.queue_pause, {"paused": True}, name="queue-pause"),
     path("queues/<str:name>/resume", views.queue_pause, {"paused": False}, name="queue-resume"),
     path("limits", views.limit_set, name="limit-set"),
-    path("limits/<str:scope>/<path:name>/remove", views.limit_remove, name="limit-remove"),
+    path("limits/<str:scope>/<limit_name:name>/remove", views.limit_remove, name="limit-remove"),
     path("settings", views.settings_page, name="settings"),
     path("settings/preferences", views.save_preferences, name="preferences"),
     path("settings/webhooks", views.webhook_create, name="webhook-create"),

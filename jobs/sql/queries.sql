@@ -432,16 +432,26 @@ FROM new CROSS JOIN (SELECT count(*) FROM woken) AS notified;
 INSERT INTO idempotency_keys (key, fingerprint, job_id, created_at)
 VALUES (%(key)s, %(fingerprint)s, NULL, now())
 ON CONFLICT (key) DO UPDATE
-SET fingerprint = excluded.fingerprint, job_id = NULL, created_at = excluded.created_at
+SET fingerprint = excluded.fingerprint, job_id = NULL, job_ids = NULL,
+    created_at = excluded.created_at
 WHERE idempotency_keys.created_at < now() - make_interval(secs => %(window)s)
 RETURNING key;
 
 -- name: idempotency_key_holder
--- The job that holds `key`, and the fingerprint of the request that created it.
-SELECT fingerprint, job_id FROM idempotency_keys WHERE key = %(key)s;
+-- The job that holds `key` (a batch's first, with all of them in `job_ids`), and the
+-- fingerprint of the request that created it.
+SELECT fingerprint, job_id, job_ids FROM idempotency_keys WHERE key = %(key)s;
 
 -- name: bind_idempotency_key
-UPDATE idempotency_keys SET job_id = %(job_id)s WHERE key = %(key)s;
+UPDATE idempotency_keys SET job_id = %(job_id)s, job_ids = %(job_ids)s::uuid[]
+WHERE key = %(key)s;
+
+-- name: job_objects
+-- The API job objects of the jobs `job_ids` names, in that order; none for an unknown id.
+SELECT scheduler_job_object(j)::text AS job
+FROM unnest(%(job_ids)s::uuid[]) WITH ORDINALITY AS wanted (id, position)
+JOIN jobs j ON j.id = wanted.id
+ORDER BY wanted.position;
 
 -- name: lock_upstream_jobs
 -- The status of each upstream job of a new dependent, share-locked in id order until the

@@ -49,6 +49,36 @@ def test_the_same_key_with_a_different_body_is_a_409_that_says_so(operator_clien
     assert Job.objects.count() == 1
 
 
+BATCH = f"{JOBS}/batch"
+BATCH_BODY = {"jobs": [BODY, {**BODY, "payload": {"n": 2}}, {**BODY, "priority": 3}]}
+
+
+@pytest.mark.django_db
+def test_a_repeated_batch_returns_its_first_jobs_and_a_different_one_is_a_409(operator_client):
+    # A client retrying a batch whose answer it lost (a timeout) under the same key: the key
+    # was ignored on this route, and the retry created every job again.
+    first = operator_client.post(BATCH, BATCH_BODY, format="json", HTTP_IDEMPOTENCY_KEY="b-1")
+    again = operator_client.post(BATCH, BATCH_BODY, format="json", HTTP_IDEMPOTENCY_KEY="b-1")
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == first.json()
+    assert Job.objects.count() == 3
+    # Another batch, or one job, under that key: refused, naming the batch's first job.
+    other = {"jobs": BATCH_BODY["jobs"][:2]}
+    first_id = first.json()["jobs"][0]["id"]
+    for path, body in ((BATCH, other), (JOBS, BODY)):
+        refused = operator_client.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY="b-1")
+        assert refused.status_code == 409
+        assert refused.json()["error"]["details"] == {"idempotency_key": "b-1", "job_id": first_id}
+    # A job's key is not a batch's either.
+    post(operator_client, BODY, "one")
+    refused = operator_client.post(BATCH, BATCH_BODY, format="json", HTTP_IDEMPOTENCY_KEY="one")
+    assert refused.status_code == 409
+    # A bad key is refused before anything is written.
+    bad = operator_client.post(BATCH, BATCH_BODY, format="json", HTTP_IDEMPOTENCY_KEY="caf\u00e9")
+    assert list(bad.json()["error"]["details"]) == ["idempotency_key"]
+    assert Job.objects.count() == 4
+
+
 @pytest.mark.django_db
 def test_a_bad_key_is_a_400_and_creates_nothing(operator_client):
     for key in ["x" * 256, "caf\u00e9", "tab\there"]:

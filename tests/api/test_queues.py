@@ -138,9 +138,10 @@ def test_a_limit_takes_any_name_a_job_type_can_have(operator_client, viewer_clie
     assert viewer_client.get(path).json() == limit
     assert operator_client.delete(path).status_code == 204
     assert viewer_client.get(LIMITS).json() == []
-    # A queue's name keeps its own rule.
-    refused = operator_client.put(f"{LIMITS}/queue/a%20b", {"max_running": 2}, format="json")
-    assert set(assert_error(refused, 400, "validation_error")["details"]) == {"name"}
+    # A queue's name keeps its own rule, and a control character is refused, not unrouted.
+    for refused_path in ("queue/a%20b", "type/a%0Ab"):
+        refused = operator_client.put(f"{LIMITS}/{refused_path}", {"max_running": 2}, format="json")
+        assert set(assert_error(refused, 400, "validation_error")["details"]) == {"name"}
 
 
 @pytest.mark.parametrize(

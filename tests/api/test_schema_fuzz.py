@@ -23,6 +23,7 @@ every zone, and that a schedule takes each, is tested in test_schedules.py.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -108,6 +109,10 @@ def keep_the_rules_no_schema_states(case: Any, upstream_id: str) -> None:
     positive = case.meta is not None and case.meta.generation.mode.is_positive
     if positive and isinstance(case.query, dict) and "cursor" in case.query:
         case.query["cursor"] = "first"
+    # A limit's name keeps its scope's rule: a queue's is narrower than a type's.
+    parameters = case.path_parameters
+    if positive and isinstance(parameters, dict) and parameters.get("scope") == "queue":
+        parameters["name"] = re.sub(r"[^A-Za-z0-9_.:-]", "", str(parameters["name"])) or "q"
     body = case.body
     if not (positive and case.operation.method.upper() == "POST" and isinstance(body, dict)):
         return
