@@ -15,7 +15,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -284,13 +284,15 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     return job, created
 
 
-def enqueue_many_once(key: str, specs: Sequence[JobSpec]) -> tuple[list[JobObject], bool]:
+def enqueue_many_once(key: str, specs: Iterable[JobSpec]) -> tuple[list[JobObject], bool]:
     """`enqueue_many` under `key`, as `enqueue_once` is `enqueue`: a repeat within the window
     returns the jobs the first request created, in order (those purged or pruned since left
     out): (jobs, created). The key is checked before the jobs."""
     if errors := _key_errors(key):
         raise JobValidationError(errors)
-    fingerprint = _fingerprint([asdict(spec) for spec in specs])
+    specs = list(specs)
+    # An item that is not a JobSpec is left for enqueue_many to refuse in its own words.
+    fingerprint = _fingerprint([asdict(spec) if is_dataclass(spec) else spec for spec in specs])
     return _under_key(key, fingerprint, lambda: enqueue_many(specs), batch=True)
 
 

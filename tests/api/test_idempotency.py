@@ -80,6 +80,18 @@ def test_a_repeated_batch_returns_its_first_jobs_and_a_different_one_is_a_409(op
 
 
 @pytest.mark.django_db
+def test_enqueue_many_once_takes_any_iterable_and_refuses_what_enqueue_many_refuses():
+    specs = [state.JobSpec("noop", {"n": n}) for n in range(3)]
+    jobs, created = state.enqueue_many_once("gen-1", iter(specs))
+    assert created and len(jobs) == 3
+    again, created = state.enqueue_many_once("gen-1", iter(specs))
+    assert not created and [job["id"] for job in again] == [job["id"] for job in jobs]
+    with pytest.raises(TypeError, match="item 1 is a dict, not a JobSpec"):
+        state.enqueue_many_once("gen-2", [specs[0], {"type": "noop"}])
+    assert Job.objects.count() == 3
+
+
+@pytest.mark.django_db
 def test_a_bad_key_is_a_400_and_creates_nothing(operator_client):
     for key in ["x" * 256, "caf\u00e9", "tab\there"]:
         response = post(operator_client, BODY, key)
