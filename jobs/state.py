@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -284,7 +285,9 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     return job, created
 
 
-def enqueue_many_once(key: str, specs: Iterable[JobSpec]) -> tuple[list[JobObject], bool]:
+def enqueue_many_once(
+    key: str, specs: Iterable[JobSpec], *, batch_size: int = 1000
+) -> tuple[list[JobObject], bool]:
     """`enqueue_many` under `key`, as `enqueue_once` is `enqueue`: a repeat within the window
     returns the jobs the first request created, in order (those purged or pruned since left
     out): (jobs, created). The key is checked before the jobs."""
@@ -293,7 +296,9 @@ def enqueue_many_once(key: str, specs: Iterable[JobSpec]) -> tuple[list[JobObjec
     specs = list(specs)
     # An item that is not a JobSpec is left for enqueue_many to refuse in its own words.
     fingerprint = _fingerprint([asdict(spec) if is_dataclass(spec) else spec for spec in specs])
-    return _under_key(key, fingerprint, lambda: enqueue_many(specs), batch=True)
+    return _under_key(
+        key, fingerprint, partial(enqueue_many, specs, batch_size=batch_size), batch=True
+    )
 
 
 def _key_errors(key: object) -> dict[str, list[str]]:
@@ -463,9 +468,13 @@ def _max_retries(spec: JobSpec) -> int:
     return spec.max_retries or settings.SCHEDULER_DEFAULT_MAX_RETRIES
 
 
-def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 1000) -> list[JobObject]:
+def enqueue_many(
+    specs: Iterable[JobSpec], *, batch_size: int = 1000, idempotency_key: str | None = None
+) -> list[JobObject]:
     """Create many independent jobs, all or none: every spec is validated before anything is
     written (JobValidationError keys are "<index>.<field>"). Their job objects, in order.
+    With `idempotency_key`, a repeat within the key's window returns the jobs the first
+    request created (`enqueue_many_once`).
 
     One multi-row INSERT per `batch_size` jobs, pipelined (the server writes one batch while
     this process encodes the next and decodes the last one's jobs), and one wake-up of the
@@ -474,6 +483,8 @@ def enqueue_many(specs: Iterable[JobSpec], *, batch_size: int = 1000) -> list[Jo
     """
     if type(batch_size) is not int or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if idempotency_key is not None:
+        return enqueue_many_once(idempotency_key, specs, batch_size=batch_size)[0]
     now = timezone.now()
     specs = list(specs)
     errors: dict[str, list[str]] = {}

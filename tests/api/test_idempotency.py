@@ -86,6 +86,8 @@ def test_enqueue_many_once_takes_any_iterable_and_refuses_what_enqueue_many_refu
     assert created and len(jobs) == 3
     again, created = state.enqueue_many_once("gen-1", iter(specs))
     assert not created and [job["id"] for job in again] == [job["id"] for job in jobs]
+    # As enqueue takes a key, so does enqueue_many.
+    assert state.enqueue_many(specs, idempotency_key="gen-1") == again
     with pytest.raises(TypeError, match="item 1 is a dict, not a JobSpec"):
         state.enqueue_many_once("gen-2", [specs[0], {"type": "noop"}])
     assert Job.objects.count() == 3
