@@ -97,6 +97,13 @@ class CreateJobForm(forms.Form):
     max_retries = forms.IntegerField(
         required=False, min_value=1, max_value=10, label="Attempts", help_text="1 to 10; default 3."
     )
+    queue = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Queue",
+        help_text="Empty: the job type's queue, else default.",
+        widget=forms.TextInput(attrs={"class": "mono"}),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

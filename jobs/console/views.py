@@ -345,6 +345,7 @@ def job_new(request: ConsoleRequest) -> HttpResponse:
                     depends_on=data["depends_on"],
                     cron=data["cron"] or None,
                     timezone=(data["timezone"] or None) if data["cron"] else None,
+                    queue=data["queue"] or None,
                 )
             except state.JobValidationError as error:
                 add_details(form, error.details)

@@ -395,6 +395,20 @@ def test_create_job_shows_a_bad_payload_next_to_the_payload_field(as_operator: C
     assert Job.objects.count() == 0
 
 
+def test_create_job_in_a_queue_of_the_operators_choice(as_operator: Client) -> None:
+    # Queues are first-class (the Queues page pauses and limits them), and the API takes one.
+    form = {"type": "noop", "payload": "{}", "priority": "2"}
+    created = as_operator.post("/jobs/new", {**form, "queue": "emails"}, follow=True)
+    assert Job.objects.get().queue == "emails" and "emails" in text(created)
+    refused = as_operator.post("/jobs/new", {**form, "queue": "two words"})
+    body = text(refused)
+    assert refused.status_code == 400
+    assert "A queue name is 1 to 100 letters" in body[body.index('id="field-queue"') :]
+    # Left empty: the job type's queue, else default.
+    as_operator.post("/jobs/new", form)
+    assert Job.objects.order_by("created_at").last().queue == "default"
+
+
 def test_create_job_reports_json_and_field_errors(as_operator: Client) -> None:
     response = as_operator.post(
         "/jobs/new",
