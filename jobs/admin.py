@@ -408,10 +408,13 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("type", "cron", "timezone", "paused", "next_run", "created_at")
     list_filter = ("paused", "timezone")
     readonly_fields = ("next_runs",)
-    actions = ("pause_selected", "resume_selected")
+    actions = ("pause_selected", "resume_selected", "delete_selected_schedules")
 
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("jobs.change_schedule")
+
+    def has_remove_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("jobs.delete_schedule")
 
     @admin.display(description="next run")
     def next_run(self, schedule: Schedule) -> str:
@@ -433,6 +436,12 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         for schedule_id in queryset.values_list("id", flat=True):
             state.resume_schedule(schedule_id)
         self.message_user(request, "Resumed from their next slot.", messages.SUCCESS)
+
+    @admin.action(description="Delete selected (their past runs stay)", permissions=["remove"])
+    def delete_selected_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        for schedule_id in queryset.values_list("id", flat=True):
+            state.delete_schedule(schedule_id)
+        self.message_user(request, "Deleted: their waiting runs were cancelled.", messages.SUCCESS)
 
 
 @admin.register(Queue)

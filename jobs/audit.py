@@ -46,6 +46,7 @@ ACTIONS = (
     "limit_create",
     "limit_change",
     "limit_delete",
+    "schedule_delete",
 )
 PAGE_SIZE = 50
 

@@ -122,7 +122,8 @@ class Job(models.Model):
         Schedule,
         null=True,
         blank=True,
-        on_delete=models.PROTECT,
+        # A deleted schedule's runs stay (`jobs.state.delete_schedule`).
+        on_delete=models.SET_NULL,
         related_name="runs",
         db_index=False,
     )

@@ -771,8 +771,30 @@ def pause_schedule(schedule_id: uuid.UUID) -> None:
     with transaction.atomic():
         if not fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": True}):
             raise ScheduleNotFound(schedule_id)
-        rows = fetch("cancel_schedule_runs", {"schedule_id": schedule_id})
-        notifier.emit_after_commit([("job.cancelled", j) for j in _job_objects(rows)])
+        _cancel_schedule_runs(schedule_id, "Schedule paused.")
+
+
+def delete_schedule(schedule_id: uuid.UUID) -> None:
+    """Delete a cron schedule: its waiting run is cancelled, a run already running finishes
+    and is the last, and its past runs stay in the history, no longer naming it."""
+    with transaction.atomic():
+        locked = fetch("lock_schedule", {"schedule_id": schedule_id})
+        if not locked:
+            raise ScheduleNotFound(schedule_id)
+        (schedule,) = locked
+        _cancel_schedule_runs(schedule_id, "Schedule deleted.")
+        fetch("delete_schedule", {"schedule_id": schedule_id})
+        audit.record(
+            "schedule_delete",
+            target=f"schedule {schedule_id}",
+            summary=f"Schedule {schedule['type']} {schedule['cron']} ({schedule['timezone']})",
+            before=dict(schedule),
+        )
+
+
+def _cancel_schedule_runs(schedule_id: uuid.UUID, reason: str) -> None:
+    rows = fetch("cancel_schedule_runs", {"schedule_id": schedule_id, "reason": reason})
+    notifier.emit_after_commit([("job.cancelled", j) for j in _job_objects(rows)])
 
 
 def resume_schedule(schedule_id: uuid.UUID) -> None:

@@ -449,6 +449,22 @@ class ScheduleDetailView(ApiView):
     def get(self, request: Request, schedule_id: str) -> Response:
         return Response(_schedule(schedule_id))
 
+    @extend_schema(
+        operation_id="schedules_destroy",
+        tags=SCHEDULES_TAG,
+        summary="Delete a cron schedule",
+        description="Its waiting run is cancelled (`Schedule deleted.`); a run already running "
+        "finishes and is the last. Its past runs stay, their `schedule_id` null.",
+        parameters=[SCHEDULE_ID_PARAMETER],
+        responses={
+            204: OpenApiResponse(description="Deleted."),
+            **error_responses(400, 404, *WRITE_ERRORS),
+        },
+    )
+    def delete(self, request: Request, schedule_id: str) -> Response:
+        state.delete_schedule(parse_job_id(schedule_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
 
 def schedule_action_schema(
     action: str, summary: str, description: str

@@ -43,7 +43,7 @@ urlpatterns = [
             {"action": action},
             name=f"schedule-{action}",
         )
-        for action in ("pause", "resume")
+        for action in views.SCHEDULE_ACTIONS
     ),
     path("queues", views.queues_page, name="queues"),
     path("queues/<str:name>/pause", views.queue_pause, {"paused": True}, name="queue-pause"),

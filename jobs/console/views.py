@@ -582,16 +582,21 @@ def schedules(request: ConsoleRequest) -> HttpResponse:
     return page(request, "console/schedules.html", {"schedules": rows, "upcoming": UPCOMING})
 
 
+SCHEDULE_ACTIONS: dict[str, tuple[Callable[[uuid.UUID], None], str]] = {
+    "pause": (state.pause_schedule, "Schedule paused."),
+    "resume": (state.resume_schedule, "Schedule resumed."),
+    "delete": (state.delete_schedule, "Schedule deleted: its past runs stay in the ledger."),
+}
+
+
 @console_view(methods=POST, operator=True)
-def schedule_action(
-    request: ConsoleRequest, schedule_id: uuid.UUID, action: Literal["pause", "resume"]
-) -> HttpResponse:
-    perform = state.pause_schedule if action == "pause" else state.resume_schedule
+def schedule_action(request: ConsoleRequest, schedule_id: uuid.UUID, action: str) -> HttpResponse:
+    perform, done = SCHEDULE_ACTIONS[action]
     try:
         perform(schedule_id)
     except state.ScheduleNotFound:
         return page(request, "console/404.html", {"what": "schedule"}, status=404)
-    messages.success(request, "Schedule paused." if action == "pause" else "Schedule resumed.")
+    messages.success(request, done)
     return redirect("console:schedules")
 
 

@@ -179,14 +179,26 @@ WHERE id = %(schedule_id)s
 RETURNING id;
 
 -- name: cancel_schedule_runs
--- Cancel the runs of a paused schedule that wait for their slot.
+-- Cancel the runs of a paused or deleted schedule that wait for their slot.
 UPDATE jobs AS j
 SET status = 'cancelled',
     cancelled_at = now(),
     updated_at = now(),
-    last_error = 'Schedule paused.'
+    last_error = %(reason)s
 WHERE j.schedule_id = %(schedule_id)s AND j.status = 'pending'
 RETURNING scheduler_job_object(j)::text AS job;
+
+-- name: lock_schedule
+-- A schedule's row, locked as a pause locks it: a completion of one of its runs (which
+-- reads it FOR SHARE to create the next) waits, then finds what this transaction left.
+SELECT type, cron, timezone, paused FROM schedules WHERE id = %(schedule_id)s FOR UPDATE;
+
+-- name: delete_schedule
+-- Delete a locked schedule; its runs stay, no longer naming it.
+WITH detached AS (
+    UPDATE jobs SET schedule_id = NULL WHERE schedule_id = %(schedule_id)s
+)
+DELETE FROM schedules WHERE id = %(schedule_id)s;
 
 -- name: fail_job
 -- Close a failed attempt. With attempts left the job waits for `retry_at`; without, it

@@ -11,9 +11,12 @@ import pytest
 from django.utils import timezone
 
 from jobs import state
-from jobs.models import Job, Schedule, Worker
+from jobs.models import AuditEntry, Job, Schedule, Worker
+
+from .test_job_routes import assert_error
 
 pytestmark = pytest.mark.django_db
+
 
 JOBS = "/api/v1/jobs"
 SCHEDULES = "/api/v1/schedules"
@@ -105,6 +108,29 @@ def test_pause_cancels_the_waiting_run_and_resume_creates_the_next(operator_clie
     assert operator_client.post(f"{SCHEDULES}/nope/pause").status_code == 400
 
 
+def test_an_operator_deletes_a_schedule_and_its_past_runs_stay(
+    operator_client, viewer_client, worker
+):
+    # A schedule made by mistake (a wrong cron, type or payload) could only be paused: it
+    # stayed listed, and came back with a resume, for ever.
+    first = operator_client.post(JOBS, {**NIGHTLY, "cron": "*/5 * * * *"}, format="json").json()
+    (waiting,) = complete(worker, first["id"]).created
+    schedule = f"{SCHEDULES}/{first['schedule_id']}"
+    assert viewer_client.delete(schedule).status_code == 403
+
+    assert operator_client.delete(schedule).status_code == 204
+    assert_error(operator_client.get(schedule), 404, "not_found")
+    assert operator_client.get(SCHEDULES).json()["results"] == []
+    # Its waiting run is cancelled, saying why; the run it completed stays in the history.
+    cancelled = operator_client.get(f"{JOBS}/{waiting['id']}").json()
+    assert (cancelled["status"], cancelled["last_error"]) == ("cancelled", "Schedule deleted.")
+    done = operator_client.get(f"{JOBS}/{first['id']}").json()
+    assert (done["status"], done["schedule_id"]) == ("completed", None)
+    assert_error(operator_client.delete(schedule), 404, "not_found")
+    entry = AuditEntry.objects.get(action="schedule_delete")
+    assert entry.target == f"schedule {first['schedule_id']}"
+
+
 def claim_now(worker: Worker, job_id: str) -> state.ClaimedJob:
     """Claim a run before its slot (the database clock stands at the test's start)."""
     Job.objects.filter(id=job_id).update(run_at=timezone.now() - timedelta(minutes=1))
@@ -145,6 +171,16 @@ def test_a_run_completing_after_a_pause_creates_no_next_run(worker):
     report = state.complete([success], worker.id)
     assert [j["status"] for j in report.completed] == ["completed"]
     assert report.created == []
+
+
+def test_a_run_completing_after_its_schedule_was_deleted_is_the_last(worker):
+    first = state.enqueue("noop", {}, cron="*/5 * * * *")
+    claimed = claim_now(worker, first["id"])
+    state.delete_schedule(uuid.UUID(first["schedule_id"]))
+    success = state.Success(claimed.id, claimed.attempt_id, None, timezone.now())
+    report = state.complete([success], worker.id)
+    assert [j["status"] for j in report.completed] == ["completed"]
+    assert report.created == [] and not Schedule.objects.exists()
 
 
 def test_a_missed_run_runs_once_and_the_next_is_the_first_slot_from_now(worker):

@@ -43,6 +43,12 @@ def test_schedules_list_their_next_runs_and_an_operator_pauses_and_resumes(opera
     assert "Schedule resumed." in page.content.decode()
     assert Job.objects.filter(schedule_id=run["schedule_id"], status="pending").count() == 1
 
+    assert login(viewer).post(f"/schedules/{run['schedule_id']}/delete").status_code == 403
+    page = operator_client.post(f"/schedules/{run['schedule_id']}/delete", follow=True)
+    body = page.content.decode()
+    assert "Schedule deleted" in body and row not in body
+    assert not Job.objects.filter(status="pending").exists()
+
 
 def test_the_new_job_form_creates_a_schedule_and_names_a_bad_expression(operator):
     client = login(operator)
