@@ -128,6 +128,9 @@ class HandlerSpec:
     inline: bool = False
     # The queue its jobs go to when the caller names none (None: `default`).
     queue: str | None = None
+    # Created by the project's own code only (`bulk_action`: the console's confirmed bulk
+    # actions), never by a client of the API or the console's New job form.
+    internal: bool = False
     validator: Draft202012Validator = field(repr=False, compare=False, default=None)
     # Says quickly that a payload fits the schema (None: it could not be built); see above.
     checker: jsonschema_rs.Draft202012Validator | None = field(
@@ -270,6 +273,7 @@ class HandlerRegistry:
         description: str = "",
         inline: bool = False,
         queue: str | None = None,
+        internal: bool = False,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """`schema`: a JSON schema (a dict), or a type to derive it from (`derive_schema`)."""
         adapter = None
@@ -308,6 +312,7 @@ class HandlerRegistry:
                 description=description or (func.__doc__ or "").strip().split("\n")[0],
                 inline=inline,
                 queue=queue,
+                internal=internal,
                 validator=Draft202012Validator(payload_schema),
                 checker=_checker(payload_schema),
                 adapter=adapter,
@@ -339,6 +344,13 @@ class HandlerRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._handlers)
+
+    def submittable(self) -> list[str]:
+        """The types a client may create jobs of: all but the internal ones."""
+        return sorted(name for name, spec in self._handlers.items() if not spec.internal)
+
+    def unknown_type_message(self, name: str) -> str:
+        return f"Unknown job type {name!r}. Registered types: {', '.join(self.submittable())}."
 
     def __contains__(self, name: object) -> bool:
         return name in self._handlers

@@ -150,9 +150,7 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
     try:
         handler = registry.get(spec.type)
     except UnknownJobType:
-        errors["type"] = [
-            f"Unknown job type {spec.type!r}. Registered types: {', '.join(registry.names())}."
-        ]
+        errors["type"] = [registry.unknown_type_message(spec.type)]
         handler = None
     errors.update(_payload_errors(handler, spec.payload))
     if isinstance(spec.priority, bool) or spec.priority not in (1, 2, 3):

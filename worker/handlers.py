@@ -176,6 +176,7 @@ def flaky(job: JobContext) -> dict[str, Any]:
 @handler(
     bulk.BULK_TYPE,
     queue=bulk.BULK_QUEUE,
+    internal=True,
     schema={
         "type": "object",
         "properties": {

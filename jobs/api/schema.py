@@ -282,7 +282,7 @@ def _job_branches(
             "required": ["type", "payload", "priority", *(["cron"] if scheduled else [])],
             "additionalProperties": False,
         }
-        for name in registry.names()
+        for name in registry.submittable()
     ]
 
 

@@ -23,7 +23,7 @@ from jobs.explain import REASONS
 from jobs.filters import InstantError, parse_instant
 from jobs.models import AttemptStatus, JobStatus, LimitScope, RecurInterval
 from jobs.queues import MAX_LIMIT, MAX_PERIOD_SECONDS
-from jobs.registry import TYPE_NAME_MAX_LENGTH
+from jobs.registry import TYPE_NAME_MAX_LENGTH, registry
 
 from .errors import ERROR_CODES
 
@@ -139,6 +139,13 @@ class JobCreateSerializer(RefusesUnknownFields):
         help_text="The queue the job waits in; absent or null means the one its type names, "
         f"else `{queue_names.DEFAULT_QUEUE}`. {queue_names.NAME_RULE}",
     )
+
+    def validate_type(self, value: str) -> str:
+        # An internal type is as unknown to a client as an unregistered one; the domain
+        # (`jobs.state`) reports those.
+        if value in registry and registry.get(value).internal:
+            raise serializers.ValidationError(registry.unknown_type_message(value))
+        return value
 
 
 # The most jobs one POST /jobs/batch creates.

@@ -107,7 +107,7 @@ class CreateJobForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        names = registry.names()
+        names = registry.submittable()
         self.fields["type"].choices = [(name, name) for name in names]  # type: ignore[attr-defined]
         self.schemas = {name: registry.get(name).schema for name in names}
 

@@ -126,8 +126,27 @@ def test_bad_field_is_400_naming_it(operator_client, change, field, message_part
 def test_unknown_type_lists_the_registered_ones(operator_client):
     body = {"type": "sendmail", "payload": {}, "priority": 2}
     error = assert_error(post(operator_client, body), 400, "validation_error")
-    for name in registry.names():
+    for name in registry.submittable():
         assert name in error["details"]["type"][0]
+
+
+def test_an_internal_job_type_is_not_submitted_from_outside(operator_client):
+    # A bulk_action job made by hand would cancel or purge whatever its payload matched,
+    # without the count the console confirms nor the audit entry it records.
+    payload = {"action": "purge", "query": {}, "dlq": True, "as_of": "2026-01-01T00:00:00Z"}
+    body = {"type": "bulk_action", "payload": payload, "priority": 1}
+    for path, sent in ((JOBS, body), (f"{JOBS}/batch", {"jobs": [body]})):
+        error = assert_error(
+            operator_client.post(path, sent, format="json"), 400, "validation_error"
+        )
+        (field,) = error["details"]
+        assert (
+            field.endswith("type")
+            and "Unknown job type 'bulk_action'" in error["details"][field][0]
+        )
+    assert "bulk_action" not in registry.submittable() and not Job.objects.exists()
+    schema = operator_client.get("/api-docs.json").json()["components"]["schemas"]
+    assert "bulk_action" not in json.dumps(schema["JobCreateRequest"])
 
 
 def test_payload_is_checked_against_the_handler_schema(operator_client):
