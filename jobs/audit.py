@@ -46,6 +46,8 @@ ACTIONS = (
     "limit_create",
     "limit_change",
     "limit_delete",
+    "schedule_pause",
+    "schedule_resume",
     "schedule_delete",
 )
 PAGE_SIZE = 50

@@ -767,32 +767,10 @@ def pause_schedule(schedule_id: uuid.UUID) -> None:
     """Pause a cron schedule: its waiting run is cancelled, and no run is created until it
     is resumed (a run already running finishes, and is the last)."""
     with transaction.atomic():
-        if not fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": True}):
-            raise ScheduleNotFound(schedule_id)
+        schedule = _locked_schedule(schedule_id)
+        fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": True})
         _cancel_schedule_runs(schedule_id, "Schedule paused.")
-
-
-def delete_schedule(schedule_id: uuid.UUID) -> None:
-    """Delete a cron schedule: its waiting run is cancelled, a run already running finishes
-    and is the last, and its past runs stay in the history, no longer naming it."""
-    with transaction.atomic():
-        locked = fetch("lock_schedule", {"schedule_id": schedule_id})
-        if not locked:
-            raise ScheduleNotFound(schedule_id)
-        (schedule,) = locked
-        _cancel_schedule_runs(schedule_id, "Schedule deleted.")
-        fetch("delete_schedule", {"schedule_id": schedule_id})
-        audit.record(
-            "schedule_delete",
-            target=f"schedule {schedule_id}",
-            summary=f"Schedule {schedule['type']} {schedule['cron']} ({schedule['timezone']})",
-            before=dict(schedule),
-        )
-
-
-def _cancel_schedule_runs(schedule_id: uuid.UUID, reason: str) -> None:
-    rows = fetch("cancel_schedule_runs", {"schedule_id": schedule_id, "reason": reason})
-    notifier.emit_after_commit([("job.cancelled", j) for j in _job_objects(rows)])
+        _audit_schedule("schedule_pause", schedule_id, schedule, after={"paused": True})
 
 
 def resume_schedule(schedule_id: uuid.UUID) -> None:
@@ -800,9 +778,46 @@ def resume_schedule(schedule_id: uuid.UUID) -> None:
     paused are skipped. A schedule with a run waiting or running gets no second one; one
     whose series stopped (its run cancelled, or in the DLQ) starts again."""
     with transaction.atomic():
-        if not fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": False}):
-            raise ScheduleNotFound(schedule_id)
+        schedule = _locked_schedule(schedule_id)
+        fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": False})
         _create_schedule_runs(Schedule.objects.get(id=schedule_id), timezone.now())
+        _audit_schedule("schedule_resume", schedule_id, schedule, after={"paused": False})
+
+
+def delete_schedule(schedule_id: uuid.UUID) -> None:
+    """Delete a cron schedule: its waiting run is cancelled, a run already running finishes
+    and is the last, and its past runs stay in the history, no longer naming it."""
+    with transaction.atomic():
+        schedule = _locked_schedule(schedule_id)
+        _cancel_schedule_runs(schedule_id, "Schedule deleted.")
+        fetch("delete_schedule", {"schedule_id": schedule_id})
+        _audit_schedule("schedule_delete", schedule_id, schedule, after=None)
+
+
+def _locked_schedule(schedule_id: uuid.UUID) -> dict[str, Any]:
+    """The schedule's row, locked as its pause, resume or deletion needs (a completion of
+    one of its runs waits, then sees what they left)."""
+    locked = fetch("lock_schedule", {"schedule_id": schedule_id})
+    if not locked:
+        raise ScheduleNotFound(schedule_id)
+    return locked[0]
+
+
+def _audit_schedule(
+    action: str, schedule_id: uuid.UUID, schedule: Mapping[str, Any], *, after: Any
+) -> None:
+    audit.record(
+        action,
+        target=f"schedule {schedule_id}",
+        summary=f"Schedule {schedule['type']} {schedule['cron']} ({schedule['timezone']})",
+        before={"paused": schedule["paused"]} if after is not None else dict(schedule),
+        after=after,
+    )
+
+
+def _cancel_schedule_runs(schedule_id: uuid.UUID, reason: str) -> None:
+    rows = fetch("cancel_schedule_runs", {"schedule_id": schedule_id, "reason": reason})
+    notifier.emit_after_commit([("job.cancelled", j) for j in _job_objects(rows)])
 
 
 def retry_from_dlq(job_id: uuid.UUID) -> JobObject:

@@ -173,10 +173,9 @@ RETURNING new.id, new.type, new.priority, new.run_at, new.created_at,
           scheduler_job_object(new)::text AS job;
 
 -- name: set_schedule_paused
--- Pause or resume a schedule; its row lock orders it against completions of its runs.
+-- Pause or resume a schedule (locked by `lock_schedule` first).
 UPDATE schedules SET paused = %(paused)s, updated_at = now()
-WHERE id = %(schedule_id)s
-RETURNING id;
+WHERE id = %(schedule_id)s;
 
 -- name: cancel_schedule_runs
 -- Cancel the runs of a paused or deleted schedule that wait for their slot.
@@ -189,8 +188,8 @@ WHERE j.schedule_id = %(schedule_id)s AND j.status = 'pending'
 RETURNING scheduler_job_object(j)::text AS job;
 
 -- name: lock_schedule
--- A schedule's row, locked as a pause locks it: a completion of one of its runs (which
--- reads it FOR SHARE to create the next) waits, then finds what this transaction left.
+-- A schedule's row, locked before a pause, resume or deletion: a completion of one of its
+-- runs (which reads it FOR SHARE to create the next) waits, then finds what they left.
 SELECT type, cron, timezone, paused FROM schedules WHERE id = %(schedule_id)s FOR UPDATE;
 
 -- name: delete_schedule
