@@ -770,7 +770,7 @@ def pause_schedule(schedule_id: uuid.UUID) -> None:
         schedule = _locked_schedule(schedule_id)
         fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": True})
         _cancel_schedule_runs(schedule_id, "Schedule paused.")
-        _audit_schedule("schedule_pause", schedule_id, schedule, after={"paused": True})
+        _audit_schedule("schedule_pause", schedule_id, schedule, paused=True)
 
 
 def resume_schedule(schedule_id: uuid.UUID) -> None:
@@ -781,7 +781,7 @@ def resume_schedule(schedule_id: uuid.UUID) -> None:
         schedule = _locked_schedule(schedule_id)
         fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": False})
         _create_schedule_runs(Schedule.objects.get(id=schedule_id), timezone.now())
-        _audit_schedule("schedule_resume", schedule_id, schedule, after={"paused": False})
+        _audit_schedule("schedule_resume", schedule_id, schedule, paused=False)
 
 
 def delete_schedule(schedule_id: uuid.UUID) -> None:
@@ -791,7 +791,7 @@ def delete_schedule(schedule_id: uuid.UUID) -> None:
         schedule = _locked_schedule(schedule_id)
         _cancel_schedule_runs(schedule_id, "Schedule deleted.")
         fetch("delete_schedule", {"schedule_id": schedule_id})
-        _audit_schedule("schedule_delete", schedule_id, schedule, after=None)
+        _audit_schedule("schedule_delete", schedule_id, schedule, paused=None)
 
 
 def _locked_schedule(schedule_id: uuid.UUID) -> dict[str, Any]:
@@ -804,14 +804,16 @@ def _locked_schedule(schedule_id: uuid.UUID) -> dict[str, Any]:
 
 
 def _audit_schedule(
-    action: str, schedule_id: uuid.UUID, schedule: Mapping[str, Any], *, after: Any
+    action: str, schedule_id: uuid.UUID, schedule: Mapping[str, Any], *, paused: bool | None
 ) -> None:
+    """`paused`: what a pause or resume made of it; None: it was deleted, so the entry keeps
+    the whole schedule it was."""
     audit.record(
         action,
         target=f"schedule {schedule_id}",
         summary=f"Schedule {schedule['type']} {schedule['cron']} ({schedule['timezone']})",
-        before={"paused": schedule["paused"]} if after is not None else dict(schedule),
-        after=after,
+        before=dict(schedule) if paused is None else {"paused": schedule["paused"]},
+        after=None if paused is None else {"paused": paused},
     )
 
 
