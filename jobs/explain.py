@@ -3,7 +3,8 @@
 The reasons are checked in the order the claim would meet them: a job that has finished or
 runs says so; otherwise it waits for upstream jobs, for its scheduled time, or for its
 retry; a due job of a paused queue waits for the queue's resume (the claim passes over
-paused queues whoever asks); it needs a live worker that serves its queue; then the limits
+paused queues whoever asks); it needs a live worker that serves its queue and has a handler
+for its type (a worker claims no job of a type its code lacks); then the limits
 on its type and queue must have room (the claim holds back what they do not); and then it
 waits for the jobs ahead of it in run order (earliest virtual deadline first,
 `jobs.scheduling`), which the answer counts, with the moments from which newer jobs of each
@@ -39,6 +40,7 @@ REASONS = (
     "waiting_for_retry",
     "queue_paused",
     "no_live_worker",
+    "no_handler",
     "limit_full",
     "jobs_ahead",
 )
@@ -101,9 +103,12 @@ def _reason(job: Job, now: datetime) -> tuple[str, str, dict[str, Any]]:
     serving = [w for w in live if w.queue_selection.serves(job.queue)]
     if not serving:
         return _no_worker(job, live)
+    able = [w for w in serving if job.type not in w.unhandled_types]
+    if not able:
+        return _no_handler(job, len(serving))
     if full := _full_limit(job):
         return full
-    return _ahead(job, now, len(serving))
+    return _ahead(job, now, len(able))
 
 
 def _paused(job: Job) -> tuple[str, str, dict[str, Any]]:
@@ -155,6 +160,18 @@ def _no_worker(job: Job, live: list[Worker]) -> tuple[str, str, dict[str, Any]]:
         f"{'; '.join(details['served_by_live_workers'])}): start one with "
         f"python manage.py runworker --queues {job.queue}.",
         details,
+    )
+
+
+def _no_handler(job: Job, serving: int) -> tuple[str, str, dict[str, Any]]:
+    workers = f"{serving} live worker{'s' if serving != 1 else ''}"
+    return (
+        "no_handler",
+        f"It is due, but the {workers} serving its queue {job.queue} "
+        f"{'have' if serving != 1 else 'has'} no handler for its type {job.type} (a deploy out "
+        "of step, or a type no longer in their code): it waits, unattempted, for a worker "
+        "that has one. Deploy the handler to the workers, or cancel the jobs of this type.",
+        {"type": job.type, "queue": job.queue, "workers_without_handler": serving},
     )
 
 

@@ -501,6 +501,11 @@ class Worker(models.Model):
     other_queues = ArrayField(
         models.CharField(max_length=100), default=list, db_default=[], blank=True
     )
+    # The job types it met without a handler (its code is older or newer than theirs): it
+    # leaves their jobs to other workers. Written with each heartbeat.
+    unhandled_types = ArrayField(
+        models.CharField(max_length=100), default=list, db_default=[], blank=True
+    )
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
     stopped_at = models.DateTimeField(null=True, blank=True)

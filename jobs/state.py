@@ -1051,15 +1051,18 @@ def runnable_jobs(
     limit: int,
     job_ids: Sequence[uuid.UUID] | None = None,
     queues: QueueSelection = ALL_QUEUES,
+    unhandled_types: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Runnable jobs of `queues` that are not paused, due before `horizon` (among `job_ids`
-    when given), most urgent first, as rows of id, priority, run_at, created_at."""
+    when given), most urgent first, as rows of id, type, priority, run_at, created_at; none
+    of `unhandled_types`."""
     return fetch(
         "runnable_jobs",
         {
             "horizon": horizon,
             "job_ids": list(job_ids) if job_ids is not None else None,
             "limit": limit,
+            "unhandled_types": list(unhandled_types),
             **queues.params(),
         },
         prepared=True,

@@ -57,11 +57,16 @@ def runnable_jobs(
     limit: int,
     job_ids: Sequence[uuid.UUID] | None = None,
     queues: QueueSelection = ALL_QUEUES,
+    unhandled_types: Sequence[str] = (),
 ) -> tuple[list[ScheduledJob], bool]:
-    """Runnable jobs of `queues` due within `lookahead`, most urgent first, and whether
-    `limit` cut them."""
+    """Runnable jobs of `queues` due within `lookahead`, none of `unhandled_types`, most
+    urgent first, and whether `limit` cut them."""
     rows = state.runnable_jobs(
-        horizon=timezone.now() + lookahead, limit=limit, job_ids=job_ids, queues=queues
+        horizon=timezone.now() + lookahead,
+        limit=limit,
+        job_ids=job_ids,
+        queues=queues,
+        unhandled_types=unhandled_types,
     )
     entries = [
         ScheduledJob(
@@ -79,15 +84,20 @@ def runnable_jobs(
 class Heartbeat(Unit):
     name = "heartbeat"
 
-    def __init__(self, worker_id: uuid.UUID, interval: float) -> None:
+    def __init__(
+        self, worker_id: uuid.UUID, interval: float, unhandled_types: Sequence[str] = ()
+    ) -> None:
         self.worker_id = worker_id
         self.interval = interval
+        # The worker's list of the types it has no handler for, recorded for `jobs.explain`.
+        self.unhandled_types = unhandled_types
 
     def run_once(self) -> dict[str, int]:
         # A worker declared dead (it was stopped, or cut off) that beats again is alive: the
         # attempts it held were rescued, and their claims' fencing refuses its late outcomes.
         beats = Worker.objects.filter(id=self.worker_id).update(
             heartbeat_at=timezone.now(),
+            unhandled_types=list(self.unhandled_types),
             status=Case(
                 When(status=WorkerStatus.DEAD, then=Value(WorkerStatus.RUNNING)),
                 default=F("status"),
@@ -108,12 +118,15 @@ class Feeder(Unit):
         lookahead: timedelta,
         limit: int,
         queues: QueueSelection = ALL_QUEUES,
+        unhandled_types: Sequence[str] = (),
     ) -> None:
         self.sink = sink
         self.interval = interval
         self.lookahead = lookahead
         self.limit = limit
         self.queues = queues
+        # The worker's list, which grows as it meets types it has no handler for.
+        self.unhandled_types = unhandled_types
         # The last run hit `limit`: more is waiting, feed again once the scheduler runs dry.
         self.truncated = False
         # Set by the worker when it dropped jobs it could not claim: some may still be due.
@@ -125,7 +138,10 @@ class Feeder(Unit):
         self.started_at = time.monotonic()
         self.stale = False
         entries, self.truncated = runnable_jobs(
-            lookahead=self.lookahead, limit=self.limit, queues=self.queues
+            lookahead=self.lookahead,
+            limit=self.limit,
+            queues=self.queues,
+            unhandled_types=self.unhandled_types,
         )
         return {"seen": len(entries), "new": self.sink(entries)}
 

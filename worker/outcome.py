@@ -29,10 +29,6 @@ class HandlerTimeout(Exception):
     """The handler ran longer than its timeout; the attempt fails, the thread is abandoned."""
 
 
-class HandlerMissing(Exception):
-    """This worker has no handler for the job's type (a deployment out of step)."""
-
-
 @dataclass(frozen=True)
 class Failure:
     error_type: str

@@ -17,6 +17,11 @@ their outcome back through the worker's inbox. A handler that overruns its timeo
 cannot be killed (Python threads cannot be), so its attempt is failed at once, its cancel
 flag is set, and its thread is abandoned: a fresh thread takes its place so the pool keeps
 its size, and the old one exits when the handler finally returns. Its outcome is ignored.
+
+A job of a type this process has no handler for (a deploy out of step: the web knows a type
+the worker's code does not yet; or a type removed from the code) is never claimed here
+(`handles`): its jobs wait, unfailed, for a worker that has the handler, and the worker's row
+names the type (`unhandled_types`) so that `jobs.explain` can say why they wait.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from jobs.models import JobLog
 from jobs.registry import HandlerSpec, JobContext, UnknownJobType, registry
 from jobs.state import ClaimedJob
 
-from .outcome import HandlerMissing, HandlerTimeout
+from .outcome import HandlerTimeout
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +105,7 @@ job_logger.addHandler(job_log_router)
 @dataclass(eq=False)
 class Attempt:
     job: ClaimedJob
-    spec: HandlerSpec | None
+    spec: HandlerSpec
     context: JobContext
     logs: AttemptLog
     timeout: float
@@ -185,6 +190,11 @@ class Processor:
         self._threads = 0
         # When a thread last took a job (time.monotonic()).
         self._last_taken = 0.0
+        # Each job type met so far and its handler here (None: this process has none).
+        self._handlers: dict[str, HandlerSpec | None] = {}
+        # The types met without a handler, in the order met; the worker's feeder leaves
+        # their jobs out and its heartbeat records them. Only ever grows.
+        self.unhandled_types: list[str] = []
         for _ in range(concurrency):
             self._spawn()
 
@@ -223,12 +233,36 @@ class Processor:
         budget = self.concurrency * self.prefetch_wait / 2
         return Admission(idle, self.prefetch, budget, self.pace)
 
-    def start(self, job: ClaimedJob) -> Attempt:
+    def handles(self, job_type: str) -> bool:
+        """Whether this process has a handler for `job_type`: the worker claims no other."""
+        return self._handler(job_type) is not None
+
+    def _handler(self, job_type: str) -> HandlerSpec | None:
+        # Looked up once per type (a Django task's module is imported then, `registry.load`):
+        # a handler missing now stays missing until the worker restarts with new code.
         try:
-            spec: HandlerSpec | None = registry.load(job.type)
+            return self._handlers[job_type]
+        except KeyError:
+            pass
+        try:
+            spec: HandlerSpec | None = registry.load(job_type)
         except UnknownJobType:
             spec = None
-        timeout = (spec.timeout if spec else None) or self.default_timeout
+            self.unhandled_types.append(job_type)
+            logger.warning(
+                "no handler for job type %r in this worker: its jobs are left for a worker "
+                "that has one",
+                job_type,
+            )
+        self._handlers[job_type] = spec
+        return spec
+
+    def start(self, job: ClaimedJob) -> Attempt:
+        """Run a claimed job, of a type `handles` said yes to."""
+        spec = self._handler(job.type)
+        if spec is None:
+            raise UnknownJobType(job.type)
+        timeout = spec.timeout or self.default_timeout
         log = AttemptLog()
         log_key = str(job.attempt_id)
         job_log_router.logs[log_key] = log
@@ -242,7 +276,7 @@ class Processor:
         )
         attempt = Attempt(job, spec, context, log, timeout, log_key)
         self.running[job.id] = attempt
-        if spec is not None and spec.inline:
+        if spec.inline:
             attempt.finished = True
             self._inbox.put(("outcome", self._run(attempt, inline=True)))
         else:
@@ -337,8 +371,6 @@ class Processor:
     def _run(attempt: Attempt, *, inline: bool = False) -> Outcome:
         began = time.monotonic()
         try:
-            if attempt.spec is None:
-                raise HandlerMissing(f"no handler for job type {attempt.job.type!r} here")
             try:
                 result = attempt.spec.run(attempt.context)
             finally:

@@ -245,6 +245,7 @@ class Worker:
             lookahead=timedelta(seconds=feed_interval * 1.5),
             limit=settings.SCHEDULER_FEEDER_LIMIT,
             queues=self.queues,
+            unhandled_types=self.processor.unhandled_types,
         )
         rescuer = Rescuer(
             self._offer,
@@ -257,7 +258,7 @@ class Worker:
         )
         claims = ClaimWatch(self._held_claims, self._lose, interval=min(1.0, heartbeat))
         self._units = [
-            _Timed(Heartbeat(self.id, heartbeat)),
+            _Timed(Heartbeat(self.id, heartbeat, self.processor.unhandled_types)),
             _Timed(rescuer),
             _Timed(self.feeder),
             _Timed(claims),
@@ -347,7 +348,11 @@ class Worker:
             return -1
         if self.once and not busy and not self.scheduler:
             # Make sure nothing became due since the last feed before leaving.
-            entries, _ = runnable_jobs(limit=settings.SCHEDULER_CLAIM_BATCH, queues=self.queues)
+            entries, _ = runnable_jobs(
+                limit=settings.SCHEDULER_CLAIM_BATCH,
+                queues=self.queues,
+                unhandled_types=self.processor.unhandled_types,
+            )
             if not self._offer(entries):
                 return -1
             return 0.0
@@ -432,12 +437,14 @@ class Worker:
     # --- the scheduler and the timers --------------------------------------------------------
 
     def _offer(self, entries: list[ScheduledJob]) -> int:
-        """Take in runnable jobs: due ones into the scheduler, later ones on the timer heap."""
+        """Take in runnable jobs: due ones into the scheduler, later ones on the timer heap;
+        none of a type this worker has no handler for."""
         new = 0
         horizon = timezone.now()
         for entry in entries:
             if (
-                entry.job_id in self.processor.running
+                not self.processor.handles(entry.type)
+                or entry.job_id in self.processor.running
                 or entry.job_id in self._claiming
                 or entry.job_id in self._unanswered
                 or entry.job_id in self._reporting

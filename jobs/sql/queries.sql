@@ -479,7 +479,8 @@ SELECT pg_notify(%(channel)s, payload) FROM unnest(%(payloads)s::text[]) AS payl
 -- name: runnable_jobs
 -- The worker's feeder: runnable jobs due before `horizon` (or only `job_ids`), with what the
 -- in-memory scheduler orders them by. The claimable index serves it in order. The queues
--- are those of `claim_jobs`.
+-- are those of `claim_jobs`; `unhandled_types`, those the worker has no handler for, whose
+-- jobs would otherwise fill the limit.
 SELECT id, type, priority, run_at, created_at
 FROM jobs
 WHERE status IN ('pending', 'failed')
@@ -489,6 +490,7 @@ WHERE status IN ('pending', 'failed')
   AND (%(job_ids)s::uuid[] IS NULL OR id = ANY(%(job_ids)s::uuid[]))
   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
   AND queue <> ALL (%(other_queues)s::text[])
+  AND type <> ALL (%(unhandled_types)s::text[])
   AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = jobs.queue AND q.paused)
 ORDER BY virtual_deadline, created_at, id
 LIMIT %(limit)s;

@@ -127,6 +127,29 @@ def test_a_due_job_whose_queue_no_live_worker_serves_says_what_they_serve(
     assert why(viewer_client, served["id"])["reason"] == "jobs_ahead"
 
 
+def test_a_due_job_whose_type_no_serving_worker_has_a_handler_for_says_so(
+    viewer_client: APIClient,
+) -> None:
+    now = timezone.now()
+    for unhandled in (["noop"], ["noop", "other"]):
+        Worker.objects.create(
+            hostname="old", pid=1, started_at=now, heartbeat_at=now, unhandled_types=unhandled
+        )
+    # A worker that has the handler but serves another queue does not count.
+    Worker.objects.create(hostname="new", pid=2, started_at=now, heartbeat_at=now, queues=["x"])
+    job = state.enqueue("noop", {})
+    answer = why(viewer_client, job["id"])
+    assert answer["reason"] == "no_handler"
+    assert answer["details"] == {"type": "noop", "queue": "default", "workers_without_handler": 2}
+    assert answer["message"].startswith(
+        "It is due, but the 2 live workers serving its queue default have no handler for its "
+        "type noop"
+    )
+    # Once one serving worker has it, the job only waits its turn.
+    Worker.objects.create(hostname="new", pid=3, started_at=now, heartbeat_at=now)
+    assert why(viewer_client, job["id"])["reason"] == "jobs_ahead"
+
+
 def test_a_due_job_under_a_full_concurrency_limit_names_it_and_its_use(
     viewer_client: APIClient, worker: Worker
 ) -> None:

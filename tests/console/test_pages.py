@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs import queues, state
-from jobs.models import Job, JobStatus, Limit, UserPreference, Webhook
+from jobs.models import Job, JobStatus, Limit, UserPreference, Webhook, Worker
 from jobs.representation import short_id
 
 from .helpers import completed, dead_letter, make_worker, start
@@ -178,6 +178,7 @@ def test_dashboard_shows_counts_dlq_insight_and_node_health(as_viewer: Client) -
     dead_letter(type="flaky", error="upstream timeout")
     stale = make_worker(heartbeat_age=3600, hostname="stale-node")
     busy = make_worker(hostname="busy-node")
+    Worker.objects.filter(id=busy.id).update(unhandled_types=["resize_image", "ocr"])
     running = state.enqueue("generate_report", {"report": "q3"}, priority=1)
     start(running["id"], busy)
     body = text(as_viewer.get("/"))
@@ -189,6 +190,8 @@ def test_dashboard_shows_counts_dlq_insight_and_node_health(as_viewer: Client) -
     assert "pill-stale" in stale_row
     busy_row = nodes[nodes.index("busy-node") :].split("</tr>")[0]
     assert "pill-running" in busy_row and short_id(running["id"]) in busy_row
+    assert "No handler for resize_image, ocr: their jobs are left for other workers" in busy_row
+    assert "No handler" not in stale_row
     assert stale.hostname in body
 
 

@@ -132,7 +132,13 @@ STATES = [never_analyzed, analyzed_empty_then_burst, stale, analyzed]
 def test_the_feeder_walks_the_claimable_index_in_claim_order(make_state) -> None:
     make_state()
     feed = query("runnable_jobs")
-    params = {"horizon": timezone.now(), "job_ids": None, "limit": 250, **ALL_QUEUES.params()}
+    params = {
+        "horizon": timezone.now(),
+        "job_ids": None,
+        "limit": 250,
+        "unhandled_types": [],
+        **ALL_QUEUES.params(),
+    }
     # As planned for these parameters, and as the worker's prepared statement runs them.
     for plan in (plan_of(feed, params), prepared_plan_of(feed, params)):
         assert scans_of_jobs(plan) == [("Index Scan", "jobs_claimable_idx")]

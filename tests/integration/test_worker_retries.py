@@ -7,6 +7,7 @@ from itertools import pairwise
 import pytest
 
 from jobs import state
+from jobs.explain import explain
 from jobs.models import Job, JobAttempt
 from tests.unit.test_backoff import delay_bounds
 
@@ -57,14 +58,23 @@ def test_handler_over_its_timeout_fails_the_attempt_with_a_timeout_error(start_w
     assert worker.popen.poll() is None
 
 
-def test_unknown_job_type_fails_the_attempt_and_the_worker_goes_on(start_worker, test_handlers):
-    # The job was created where `echo` exists; this worker lacks it (deployments out of step).
+def test_a_worker_without_a_types_handler_leaves_its_jobs_to_a_worker_that_has_it(
+    start_worker, test_handlers
+):
+    # A rolling deploy: the job was created where `echo` exists; this worker's code lacks it.
     orphan = state.enqueue("echo", {"value": 1}, max_retries=1)
     known = state.enqueue("noop", {})
-    worker = start_worker("--once", env={"SCHEDULER_EXTRA_APPS": ""})
-    assert worker.wait() == 0, worker.logs()
+    older = start_worker(env={"SCHEDULER_EXTRA_APPS": ""})
 
-    assert Job.objects.get(id=known["id"]).status == "completed"
-    attempt = JobAttempt.objects.get(job_id=orphan["id"])
-    assert attempt.error_type == "HandlerMissing"
-    assert "echo" in attempt.error_message
+    wait_for(lambda: Job.objects.get(id=known["id"]).status == "completed", what="noop")
+    # Its heartbeat records the type, and the job says why it waits.
+    wait_for(lambda: explain(orphan["id"])["reason"] == "no_handler", what="no_handler")
+    stored = Job.objects.get(id=orphan["id"])
+    assert (stored.status, stored.attempt_count, stored.in_dlq) == ("pending", 0, False)
+    assert not JobAttempt.objects.filter(job_id=orphan["id"]).exists()
+    assert "no handler for job type 'echo'" in older.logs()
+
+    newer = start_worker("--once")
+    assert newer.wait() == 0, newer.logs()
+    assert Job.objects.get(id=orphan["id"]).status == "completed"
+    assert older.popen.poll() is None

@@ -14,7 +14,7 @@ import pytest
 from jobs.registry import registry
 from jobs.state import ClaimedJob
 from tests.handlers_app.handlers import ResizeArgs, typed
-from worker.outcome import HandlerMissing, HandlerTimeout
+from worker.outcome import HandlerTimeout
 from worker.processor import Outcome, Processor
 
 ran_on: list[int] = []
@@ -123,11 +123,12 @@ def test_lost_claim_sets_the_cancel_flag_and_its_outcome_is_ignored():
     processor.stop()
 
 
-def test_unknown_type_fails_with_handler_missing():
-    inbox: SimpleQueue[Any] = SimpleQueue()
-    processor = Processor(1, inbox, default_timeout=5)
-    processor.start(claimed("no_such_type"))
-    assert isinstance(next_outcome(inbox).error, HandlerMissing)
+def test_a_type_without_a_handler_is_not_handled_and_is_listed_once():
+    processor = Processor(1, SimpleQueue(), default_timeout=5)
+    assert processor.handles("probe_threaded")
+    assert not processor.handles("no_such_type")
+    assert not processor.handles("no_such_type")
+    assert processor.unhandled_types == ["no_such_type"]
     processor.stop()
 
 

@@ -17,15 +17,15 @@ from worker.worker import Worker
 
 def notification(job_id: uuid.UUID) -> tuple[str, str]:
     now = datetime.now(UTC).isoformat()
-    payload = {"id": str(job_id), "type": "t", "priority": 2, "run_at": now, "created_at": now}
+    payload = {"id": str(job_id), "type": "noop", "priority": 2, "run_at": now, "created_at": now}
     return ("notify", json.dumps(payload))
 
 
 def run_to_its_outcome(worker: Worker) -> uuid.UUID:
-    """Start a job on the worker (a type no handler serves: it fails at once) and wait until
-    its outcome is in the inbox; the job's id."""
+    """Start a job on the worker (`noop`: it finishes at once) and wait until its outcome is
+    in the inbox; the job's id."""
     job_id = uuid.uuid4()
-    job = ClaimedJob(job_id, "unserved", {}, 2, uuid.uuid4(), 1, 3, {"id": str(job_id)})
+    job = ClaimedJob(job_id, "noop", {}, 2, uuid.uuid4(), 1, 3, {"id": str(job_id)})
     worker.processor.start(job)
     deadline = time.monotonic() + 10
     while worker.inbox.empty():
