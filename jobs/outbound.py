@@ -8,14 +8,23 @@ public address when validated and to 127.0.0.1 when used (DNS rebinding) is refu
 Networks listed in `OUTBOUND_ALLOWED_NETWORKS` (CIDR, e.g. 10.1.2.0/24) are let through.
 
 Environment proxies (http_proxy...) are not used: the guard must see the real target.
+
+The timeout bounds the whole exchange, not each socket operation as urllib's does: a
+receiver that drips a byte every few seconds would otherwise hold a handler thread until
+the handler's own timeout abandons it (`_Deadline`).
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import ipaddress
 import socket
+import threading
+import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -65,10 +74,52 @@ def url_refusal(url: str) -> str | None:
     return refusal(address)
 
 
+class _Deadline:
+    """The end of one exchange: past it, the sockets it opened are shut down, which ends
+    whatever read or write waits on them."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._at = time.monotonic() + seconds
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def remaining(self) -> float:
+        return self._at - time.monotonic()
+
+    def track(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with suppress(OSError):  # closed already
+        sock.shutdown(socket.SHUT_RDWR)
+
+
 def _create_connection(
-    address: tuple[str, int], timeout: Any = None, source_address: Any = None
+    address: tuple[str, int],
+    timeout: Any = None,
+    source_address: Any = None,
+    *,
+    deadline: _Deadline,
 ) -> socket.socket:
-    """socket.create_connection, to checked addresses only."""
+    """socket.create_connection, to checked addresses only, within `deadline`."""
     host, port = address
     refused: list[str] = []
     last_error: OSError | None = None
@@ -80,10 +131,16 @@ def _create_connection(
         sock = socket.socket(family, kind, proto)
         try:
             if timeout is not None and timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # type: ignore[attr-defined]
-                sock.settimeout(timeout)
+                timeout = min(timeout, deadline.remaining())
+            else:
+                timeout = deadline.remaining()
+            if timeout <= 0:
+                raise TimeoutError("timed out")
+            sock.settimeout(timeout)
             if source_address:
                 sock.bind(source_address)
             sock.connect(sockaddr)
+            deadline.track(sock)
             return sock
         except OSError as error:
             sock.close()
@@ -94,11 +151,11 @@ def _create_connection(
 
 
 class _Guarded:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # HTTPConnection.connect() opens its socket with this (HTTPSConnection's then wraps
         # it in TLS for the URL's host name, so certificates are still checked by name).
-        self._create_connection = _create_connection
+        self._create_connection = functools.partial(_create_connection, deadline=deadline)
 
 
 class _GuardedHTTPConnection(_Guarded, http.client.HTTPConnection):
@@ -110,19 +167,53 @@ class _GuardedHTTPSConnection(_Guarded, http.client.HTTPSConnection):
 
 
 class _GuardedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
     def http_open(self, req: urllib.request.Request) -> Any:
-        return self.do_open(_GuardedHTTPConnection, req)
+        return self.do_open(
+            functools.partial(_GuardedHTTPConnection, deadline=self.deadline),
+            req,
+        )
 
 
 class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
     def https_open(self, req: urllib.request.Request) -> Any:
-        return self.do_open(_GuardedHTTPSConnection, req, context=self._context)  # type: ignore[attr-defined]
+        return self.do_open(
+            functools.partial(_GuardedHTTPSConnection, deadline=self.deadline),
+            req,
+            context=self._context,  # type: ignore[attr-defined]
+        )
 
 
-def urlopen(request: urllib.request.Request, timeout: float) -> Any:
+@contextmanager
+def urlopen(request: urllib.request.Request, timeout: float) -> Iterator[Any]:
     """urllib.request.urlopen, connecting to permitted addresses only (redirects included).
-    A refused target raises URLError whose reason is a TargetRefused."""
+    A refused target raises URLError whose reason is a TargetRefused. The exchange, redirects
+    and what the `with` block reads of the answer included, ends within `timeout` seconds,
+    or raises TimeoutError."""
+    deadline = _Deadline(timeout)
     opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({}), _GuardedHTTPHandler, _GuardedHTTPSHandler
+        urllib.request.ProxyHandler({}),
+        _GuardedHTTPHandler(deadline),
+        _GuardedHTTPSHandler(deadline),
     )
-    return opener.open(request, timeout=timeout)
+    late = TimeoutError(f"timed out: no complete answer within {timeout:g} s")
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            yield response
+    except (OSError, http.client.HTTPException) as error:
+        # A shut socket shows as whatever the read or write it cut short made of it.
+        if deadline.expired:
+            raise late from error
+        raise
+    finally:
+        deadline.cancel()
+    # A read cut short may also end quietly, as if the answer had ended there.
+    if deadline.expired:
+        raise late

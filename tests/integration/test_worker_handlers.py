@@ -28,6 +28,8 @@ def finished(job: dict[str, Any]) -> tuple[Job, list[JobAttempt]]:
 
 class Recorder(BaseHTTPRequestHandler):
     requests: list[dict[str, Any]] = []
+    # Set once `/drip` has sent its whole answer.
+    drip_sent = threading.Event()
 
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -35,12 +37,26 @@ class Recorder(BaseHTTPRequestHandler):
         self.requests.append({"method": self.command, "path": self.path, "body": body})
         if self.path.startswith("/slow"):
             time.sleep(2)
+        if self.path.startswith("/drip"):
+            self._drip(b"x" * 50, every=0.1)
+            return
         status = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/status/") else 200
         self.send_response(status)
         self.send_header("Content-Type", "text/plain")
         self.end_headers()
         binary = self.path.startswith("/binary")
         self.wfile.write(b"\x00\x01 binary" if binary else b"hello from the test server")
+
+    def _drip(self, answer: bytes, every: float) -> None:
+        """A byte at a time: each read gets one well within a per-read timeout."""
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        for byte in answer:
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+            time.sleep(every)
+        Recorder.drip_sent.set()
 
     do_GET = do_POST = _answer
 
@@ -53,6 +69,7 @@ def http_server(settings: Any) -> Iterator[str]:
     # This test's own server, on loopback: allowed by name, as a deployment would.
     settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     Recorder.requests = []
+    Recorder.drip_sent.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -126,6 +143,22 @@ def test_http_request_timeout_fails_the_attempt(http_server):
     done, (attempt,) = finished(job)
     assert done.in_dlq
     assert "timed out" in attempt.error_message
+
+
+def test_http_request_timeout_bounds_the_whole_answer_not_each_read(http_server):
+    job = state.enqueue(
+        "http_request",
+        {"method": "GET", "url": f"{http_server}/drip", "timeout": 0.5},
+        max_retries=1,
+    )
+    run_once()
+
+    done, (attempt,) = finished(job)
+    assert done.in_dlq
+    assert attempt.error_type == "TimeoutError"
+    assert "no complete answer within 0.5 s" in attempt.error_message
+    # Given up while the receiver was still sending (5 s in all).
+    assert not Recorder.drip_sent.is_set()
 
 
 def test_generate_report_noop_and_flaky_return_their_results():
