@@ -316,11 +316,14 @@ _SHOWN_SETTINGS = (
 )
 _SHOWN_PREFIXES = ("API_", "SCHEDULER_", "CONSOLE_", "SSE_", "WEBHOOK")
 _SECRET_WORDS = ("SECRET", "PASSWORD", "TOKEN", "PRIVATE", "CREDENTIAL")
+# A name ending so says how much or how often (`API_TOKEN_FAILURE_LIMIT`), never a secret.
+_QUANTITY_ENDINGS = ("_LIMIT", "_SECONDS", "_SIZE", "_BYTES", "_COUNT", "_INTERVAL", "_TIMEOUT")
 
 
 def mask_value(name: str, value: object) -> str:
     """A setting as the Settings page may show it: secrets hidden, URL passwords blanked."""
-    if any(word in name.upper() for word in _SECRET_WORDS):
+    name = name.upper()
+    if any(word in name for word in _SECRET_WORDS) and not name.endswith(_QUANTITY_ENDINGS):
         return MASK if value else "(not set)"
     text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
     try:

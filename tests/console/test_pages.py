@@ -491,9 +491,12 @@ def test_settings_masks_secrets(viewer: Any, settings: Any) -> None:
     settings.DATABASE_URL = "postgres://app:hunter2@db.internal:5432/jobs"
     settings.REDIS_URL = "redis://:s3cr3t-redis@cache.internal:6379/0"
     settings.SECRET_KEY = "super-secret-signing-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+    settings.API_TOKEN_FAILURE_LIMIT = "7/min"
     body = text(login(viewer).get("/settings"))
     for secret in ("hunter2", "s3cr3t-redis", "super-secret-signing-key"):
         assert secret not in body
+    # A setting naming a token without being one (a rate) is shown.
+    assert re.search(r"API_TOKEN_FAILURE_LIMIT</[^>]+>\s*<[^>]+>7/min<", body)
     assert "postgres://app:••••••••@db.internal:5432/jobs" in body
     assert "redis://:••••••••@cache.internal:6379/0" in body
     assert "SCHEDULER_DEFAULT_MAX_RETRIES" in body and "CONSOLE_STALE_WORKER_SECONDS" in body
