@@ -12,6 +12,13 @@ from __future__ import annotations
 
 import random
 
+from django.db import DatabaseError, InterfaceError
+
+# What a reconnect loop of the database waits out and tries again: the server away, the
+# connection broken, and whatever a statement met while it was. (Django's InterfaceError is
+# not a DatabaseError.)
+DATABASE_ERRORS = (DatabaseError, InterfaceError)
+
 
 class Backoff:
     def __init__(

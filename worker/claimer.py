@@ -22,16 +22,16 @@ import uuid
 from queue import SimpleQueue
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, connection
+from django.db import connection
 
 from jobs import state
 from jobs.queue_names import QueueSelection
+from jobs.reconnect import DATABASE_ERRORS
 
 from .schedulers import ScheduledJob
 from .threads import loop_thread
 
 logger = logging.getLogger(__name__)
-_DB_ERRORS = (DatabaseError, InterfaceError)
 
 
 class Claimer:
@@ -60,7 +60,7 @@ class Claimer:
                 result = state.claim(
                     self.worker_id, len(entries), [e.job_id for e in entries], self.queues
                 )
-            except _DB_ERRORS as exc:
+            except DATABASE_ERRORS as exc:
                 result = exc
                 _close_connection()
             self._inbox.put(("claimed", (entries, result)))
@@ -71,5 +71,5 @@ def _close_connection() -> None:
     """This thread's connection (Django's are per thread): broken, or no longer needed."""
     try:
         connection.close()
-    except _DB_ERRORS:
+    except DATABASE_ERRORS:
         logger.debug("closing the claimer's connection failed", exc_info=True)

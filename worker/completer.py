@@ -29,16 +29,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import (
-    DatabaseError,
     DataError,
     IntegrityError,
-    InterfaceError,
     connection,
     transaction,
 )
 
 from jobs import state
-from jobs.reconnect import Backoff
+from jobs.reconnect import DATABASE_ERRORS, Backoff
 
 from .maintenance import runnable_jobs
 from .outcome import describe
@@ -51,7 +49,6 @@ logger = logging.getLogger(__name__)
 # Job-object times are cut to the millisecond: a time read from one is waited for this much
 # longer, since a claim a hair too early finds the job not due yet.
 TRUNCATION = timedelta(milliseconds=1)
-_DB_ERRORS = (DatabaseError, InterfaceError)
 # A value of the batch refused, by PostgreSQL or by the encoding of a parameter: not an outage,
 # so the same statements would be refused again.
 _REFUSALS = (DataError, IntegrityError, ValueError, TypeError)
@@ -111,7 +108,7 @@ class Completer:
                 continue
             try:
                 offers = self._report_batch(pending)
-            except _DB_ERRORS as exc:
+            except DATABASE_ERRORS as exc:
                 wait = backoff.failed()
                 logger.error(
                     "database unavailable (%s); reporting %d outcomes again in %.1f s",
@@ -237,5 +234,5 @@ def _close_connection() -> None:
     """This thread's connection (Django's are per thread): broken, or no longer needed."""
     try:
         connection.close()
-    except _DB_ERRORS:
+    except DATABASE_ERRORS:
         logger.debug("closing the completer's connection failed", exc_info=True)

@@ -30,13 +30,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, connection
+from django.db import connection
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from jobs import metrics, retention, state, stats
 from jobs.models import Worker, WorkerStatus
 from jobs.queue_names import ALL_QUEUES, QueueSelection
+from jobs.reconnect import DATABASE_ERRORS
 
 from .schedulers import ScheduledJob
 
@@ -265,7 +266,7 @@ class BackgroundUnit:
                 try:
                     self.unit.run_once()
                     wait = self.unit.interval
-                except (DatabaseError, InterfaceError) as exc:
+                except DATABASE_ERRORS as exc:
                     logger.error("%s: database unavailable (%s)", self.unit.name, exc)
                     connection.close()
                     wait = self.retry_after

@@ -44,14 +44,14 @@ from types import FrameType
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, connection
+from django.db import connection
 from django.utils import timezone
 
 from jobs import state
 from jobs.models import Worker as WorkerRow
 from jobs.models import WorkerStatus
 from jobs.queue_names import ALL_QUEUES, QueueSelection
-from jobs.reconnect import Backoff
+from jobs.reconnect import DATABASE_ERRORS, Backoff
 from jobs.stats import stats_publisher
 
 from .claimer import Claimer
@@ -86,7 +86,6 @@ _FIRST_FEED_WAIT = 1.0
 _FOLD_SECONDS = 1.0
 # How long a forced stop waits for the completer to report what finished.
 _FINAL_REPORT_SECONDS = 5.0
-_DB_ERRORS = (DatabaseError, InterfaceError)
 
 
 @dataclass
@@ -302,7 +301,7 @@ class Worker:
             try:
                 wait = self._turn()
                 backoff.succeeded()
-            except _DB_ERRORS as exc:
+            except DATABASE_ERRORS as exc:
                 wait = backoff.failed()
                 logger.error(
                     "database unavailable (%s); retrying in %.1f s", exc.__class__.__name__, wait
@@ -489,7 +488,7 @@ class Worker:
             return
         try:
             claimed = state.claim(self.id, len(popped), [e.job_id for e in popped], self.queues)
-        except _DB_ERRORS:
+        except DATABASE_ERRORS:
             self._unanswered.update((e.job_id, e) for e in popped)
             raise
         self._start(popped, claimed)
@@ -602,7 +601,7 @@ class Worker:
             try:
                 action()
                 return True
-            except _DB_ERRORS as exc:
+            except DATABASE_ERRORS as exc:
                 delay = backoff.failed()
                 logger.error("database unavailable (%s); retrying in %.1f s", exc, delay)
                 self._lost_database()
@@ -614,7 +613,7 @@ class Worker:
         self._in_sight_since = None
         try:
             connection.close()
-        except _DB_ERRORS:
+        except DATABASE_ERRORS:
             logger.debug("closing the broken connection failed", exc_info=True)
 
     def _watched_since(self) -> datetime:
