@@ -4,9 +4,9 @@ The reasons are checked in the order the claim would meet them: a job that has f
 runs says so; otherwise it waits for upstream jobs, for its scheduled time, or for its
 retry; a due job of a paused queue waits for the queue's resume (the claim passes over
 paused queues whoever asks); it needs a live worker that serves its queue and has a handler
-for its type (a worker claims no job of a type its code lacks); then the limits
-on its type and queue must have room (the claim holds back what they do not); and then it
-waits for the jobs ahead of it in run order (earliest virtual deadline first,
+for its type (a worker claims no job of a type its code lacks); then the limits on its type
+and queue must have room (the claim holds back what they do not); and then it waits for the
+jobs that those workers would claim before it (earliest virtual deadline first,
 `jobs.scheduling`), which the answer counts, with the moments from which newer jobs of each
 higher priority queue behind it.
 """
@@ -21,6 +21,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from .models import AuditEntry, Job, JobDependency, JobStatus, Worker, WorkerStatus
+from .queue_names import QueueSelection
 from .queues import limit_usages, paused_queues, queue_overview, queue_target
 from .representation import format_time, short_id
 from .scheduling import PRIORITY_WEIGHT
@@ -108,7 +109,7 @@ def _reason(job: Job, now: datetime) -> tuple[str, str, dict[str, Any]]:
         return _no_handler(job, len(serving))
     if full := _full_limit(job):
         return full
-    return _ahead(job, now, len(able))
+    return _ahead(job, now, able)
 
 
 def _paused(job: Job) -> tuple[str, str, dict[str, Any]]:
@@ -232,7 +233,10 @@ def _upstream(job: Job) -> tuple[str, str, dict[str, Any]]:
     )
 
 
-def _ahead(job: Job, now: datetime, live: int) -> tuple[str, str, dict[str, Any]]:
+def _ahead(job: Job, now: datetime, able: list[Worker]) -> tuple[str, str, dict[str, Any]]:
+    # Only what those workers claim competes with it: not the jobs of queues that only other
+    # workers serve (a lane's), nor of a paused queue.
+    served = QueueSelection.union(w.queue_selection for w in able)
     ahead = int(
         fetch(
             "jobs_ahead",
@@ -241,6 +245,7 @@ def _ahead(job: Job, now: datetime, live: int) -> tuple[str, str, dict[str, Any]
                 "created_at": job.created_at,
                 "id": job.id,
                 "up_to": AHEAD_COUNTED_UP_TO,
+                **served.params(),
             },
         )[0]["ahead"]
     )
@@ -265,7 +270,7 @@ def _ahead(job: Job, now: datetime, live: int) -> tuple[str, str, dict[str, Any]
             "due_since": format_time(job.run_at),
             "priority": job.priority,
             "newer_jobs_queue_behind_from": behind_from,
-            "live_workers": live,
+            "live_workers": len(able),
         },
     )
 

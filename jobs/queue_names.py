@@ -4,6 +4,7 @@ and the worker share (`jobs.queues` holds what is decided about a queue)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,16 @@ class QueueSelection:
             "queues": list(self.only) if self.only is not None else None,
             "other_queues": list(self.excluded),
         }
+
+    @staticmethod
+    def union(selections: Iterable[QueueSelection]) -> QueueSelection:
+        """The queues at least one of `selections` serves (none of none)."""
+        selections = list(selections)
+        named = set().union(*(set(s.only) - set(s.excluded) for s in selections if s.only))
+        open_ended = [set(s.excluded) for s in selections if s.only is None]
+        if not open_ended:
+            return QueueSelection(tuple(sorted(named)))
+        return QueueSelection(None, tuple(sorted(set.intersection(*open_ended) - named)))
 
     def __str__(self) -> str:
         served = ",".join(self.only) if self.only is not None else "all"

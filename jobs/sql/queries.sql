@@ -707,7 +707,8 @@ SELECT count(*) AS deleted FROM gone;
 
 -- name: jobs_ahead
 -- How many due jobs the claim would take before this one (counted up to `up_to` + 1):
--- the claim's predicate and order, so the claimable index serves it as a range.
+-- the claim's predicate and order, so the claimable index serves it as a range; the
+-- queues are those the workers that could take this one serve (`claim_jobs`' parameters).
 SELECT count(*) AS ahead
 FROM (SELECT 1 FROM jobs
       WHERE status IN ('pending', 'failed')
@@ -715,5 +716,8 @@ FROM (SELECT 1 FROM jobs
         AND pending_dependencies = 0
         AND run_at <= now()
         AND (virtual_deadline, created_at, id) < (%(virtual_deadline)s, %(created_at)s, %(id)s)
+        AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+        AND queue <> ALL (%(other_queues)s::text[])
+        AND NOT EXISTS (SELECT 1 FROM job_queues q WHERE q.name = jobs.queue AND q.paused)
       ORDER BY virtual_deadline, created_at, id
       LIMIT %(up_to)s + 1) AS ahead;

@@ -213,6 +213,29 @@ def test_a_due_job_counts_the_jobs_ahead_and_when_aging_lets_it_overtake(
     assert answer["message"].startswith("It is due; 2 jobs are ahead of it in run order")
 
 
+def test_the_jobs_ahead_are_those_the_workers_able_to_take_it_would_claim_first(
+    viewer_client: APIClient, job_row: Callable[..., Job]
+) -> None:
+    now = timezone.now()
+    # A worker beside its lane for `webhooks` (`runworker --queue webhooks=2`).
+    for only, other in ((None, ["webhooks"]), (["webhooks"], [])):
+        Worker.objects.create(
+            hostname="h", pid=1, started_at=now, heartbeat_at=now, queues=only, other_queues=other
+        )
+    low = job_row(priority=3, created_at=T0)
+    job_row(priority=1, created_at=T0)  # ahead
+    for _ in range(3):
+        job_row(priority=1, created_at=T0, queue="webhooks")  # the lane's
+    job_row(priority=1, created_at=T0, queue="reports")  # ahead until its queue is paused
+
+    assert why(viewer_client, low.id)["details"]["ahead"] == 2
+    queues.pause("reports")
+    assert why(viewer_client, low.id)["details"]["ahead"] == 1
+    # A webhook delivery waits behind the lane's own jobs only.
+    delivery = job_row(priority=3, created_at=T0, queue="webhooks")
+    assert why(viewer_client, delivery.id)["details"]["ahead"] == 3
+
+
 def test_running_finished_and_dead_jobs_say_what_they_are(
     viewer_client: APIClient, job_in_state: Callable[..., dict[str, Any]]
 ) -> None:
