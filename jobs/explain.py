@@ -165,7 +165,7 @@ def _no_worker(job: Job, live: list[Worker]) -> tuple[str, str, dict[str, Any]]:
 
 
 def _no_handler(job: Job, serving: int) -> tuple[str, str, dict[str, Any]]:
-    workers = f"{serving} live worker{'s' if serving != 1 else ''}"
+    workers = "live worker" if serving == 1 else f"{serving} live workers"
     return (
         "no_handler",
         f"It is due, but the {workers} serving its queue {job.queue} "
