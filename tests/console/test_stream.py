@@ -34,7 +34,7 @@ from django.utils import timezone
 from benchmarks.api_load import Daphne, ProductionServer, named, server_connections
 from jobs import state
 from jobs.api.auth import issue_token
-from jobs.events import RedisEventBus, get_event_bus
+from jobs.events import JOB_EVENT_TYPES, RedisEventBus, get_event_bus
 from jobs.live.hub import Client, EventHub
 from jobs.models import Job, Worker
 from jobs.stats import current_stats
@@ -43,15 +43,6 @@ from scheduler_project.devservices.processes import free_port
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
-JOB_EVENTS = {
-    "job.created",
-    "job.started",
-    "job.completed",
-    "job.failed",
-    "job.cancelled",
-    "job.retry_scheduled",
-    "job.dlq_entry",
-}
 
 
 # --- a real server and a real client ----------------------------------------------------------
@@ -188,7 +179,9 @@ def last_is(event_type: str) -> Callable[[list[dict[str, Any]]], bool]:
 
 
 def job_events_for(events: list[dict[str, Any]], job_id: str) -> list[str]:
-    return [e["event"] for e in events if e["event"] in JOB_EVENTS and e["data"]["id"] == job_id]
+    return [
+        e["event"] for e in events if e["event"] in JOB_EVENT_TYPES and e["data"]["id"] == job_id
+    ]
 
 
 # --- authentication ----------------------------------------------------------------------------
