@@ -35,6 +35,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -56,6 +57,28 @@ logger = logging.getLogger(__name__)
 
 class JobCancelled(Exception):
     """Raised by `raise_if_cancelled()` once the job was cancelled while running."""
+
+
+class RetryAfter(Exception):
+    """Raised by a handler whose attempt failed and whose job should be tried again after
+    exactly `seconds` (a remote service's Retry-After, a resource known to be busy until
+    then) instead of the backoff. The attempt counts as any failed attempt: with none left,
+    the job enters the dead-letter queue."""
+
+    LONGEST = timedelta(days=365)
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 < seconds <= self.LONGEST.total_seconds()
+        ):
+            raise ValueError(
+                f"RetryAfter takes a number of seconds above 0 and at most "
+                f"{self.LONGEST.days} days, not {seconds!r}"
+            )
+        super().__init__(message or f"retry after {seconds:g} s")
+        self.delay = timedelta(seconds=seconds)
 
 
 @dataclass

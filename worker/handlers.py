@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import random
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 
 from jobs import bulk, limits, outbound
-from jobs.registry import handler
+from jobs.registry import RetryAfter, handler
 
 if TYPE_CHECKING:
     from jobs.registry import JobContext
@@ -83,7 +85,8 @@ def send_email(job: JobContext) -> dict[str, Any]:
 )
 def http_request(job: JobContext) -> dict[str, Any]:
     """Make an HTTP request (webhooks). A non-2xx answer or a timeout fails the attempt, and
-    so does a target on an internal network (jobs/outbound.py)."""
+    so does a target on an internal network (jobs/outbound.py); a 429 or 503 answer with a
+    Retry-After is tried again when it says."""
     payload = job.payload
     body = None
     headers = dict(payload.get("headers") or {})
@@ -101,7 +104,11 @@ def http_request(job: JobContext) -> dict[str, Any]:
             status = response.status
     except urllib.error.HTTPError as exc:
         exc.close()  # the error holds the open response; the attempt keeps only its status
-        raise HandlerFailure(f"{payload['url']} answered {exc.code} {exc.reason}") from exc
+        answered = f"{payload['url']} answered {exc.code} {exc.reason}"
+        wait = retry_after(exc.headers.get("Retry-After")) if exc.code in (429, 503) else None
+        if wait is not None:
+            raise RetryAfter(wait, f"{answered}; it asked to be tried again in {wait:g} s") from exc
+        raise HandlerFailure(answered) from exc
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, outbound.TargetRefused):
             raise HandlerFailure(str(exc.reason)) from exc
@@ -110,6 +117,29 @@ def http_request(job: JobContext) -> dict[str, Any]:
     # The answer's first characters, as the result can hold them (a binary answer's NUL
     # written as its escape).
     return {"status": status, "body": limits.storable_text(text[:2000])}
+
+
+# A receiver's Retry-After is followed up to this; a longer one waits this long.
+RETRY_AFTER_LONGEST = 3600.0
+
+
+def retry_after(header: str | None) -> float | None:
+    """The seconds a Retry-After header asks for (delay-seconds or an HTTP date), at most
+    RETRY_AFTER_LONGEST; None without a usable one (the backoff applies then)."""
+    if not header:
+        return None
+    header = header.strip()
+    if header.isdigit():
+        seconds = float(header)
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return min(seconds, RETRY_AFTER_LONGEST) if seconds > 0 else None
 
 
 @handler(

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from jobs import limits
 from jobs.models import JobAttempt
+from jobs.registry import RetryAfter
 
 from .backoff import retry_delay
 
@@ -44,7 +45,8 @@ def describe(
     rng: random.Random,
     base_seconds: float = 5.0,
 ) -> Failure:
-    """The failure to record for `error`, raised by attempt `attempt_number` of a job."""
+    """The failure to record for `error`, raised by attempt `attempt_number` of a job: its
+    next attempt waits the backoff, or what the handler asked for (`RetryAfter`)."""
     message = limits.storable_text(_message(error))
     trace = None
     if error.__traceback__ is not None:
@@ -54,7 +56,11 @@ def describe(
         error_type=limits.storable_text(type(error).__qualname__)[:ERROR_TYPE_WIDTH],
         error_message=message[:ERROR_MESSAGE_LIMIT],
         stack_trace=trace,
-        retry_delay=retry_delay(attempt_number, rng, base_seconds=base_seconds),
+        retry_delay=(
+            error.delay
+            if isinstance(error, RetryAfter)
+            else retry_delay(attempt_number, rng, base_seconds=base_seconds)
+        ),
     )
 
 

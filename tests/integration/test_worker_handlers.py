@@ -42,6 +42,8 @@ class Recorder(BaseHTTPRequestHandler):
             return
         status = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/status/") else 200
         self.send_response(status)
+        if retry_after := self.headers.get("X-Answer-Retry-After"):
+            self.send_header("Retry-After", retry_after)
         self.send_header("Content-Type", "text/plain")
         self.end_headers()
         binary = self.path.startswith("/binary")
@@ -128,6 +130,33 @@ def test_http_request_non_2xx_fails_the_attempt(http_server):
     assert done.in_dlq
     assert attempt.error_type == "HandlerFailure"
     assert "503" in attempt.error_message
+
+
+@pytest.mark.parametrize(
+    ("status", "header", "waits"),
+    [(429, "30", 30.0), (503, "7", 7.0), (429, "in a while", None), (500, "30", None)],
+)
+def test_http_request_told_to_retry_after_waits_that_long(http_server, status, header, waits):
+    job = state.enqueue(
+        "http_request",
+        {
+            "method": "GET",
+            "url": f"{http_server}/status/{status}",
+            "headers": {"X-Answer-Retry-After": header},
+        },
+    )
+    run_once()
+
+    failed, (attempt,) = finished(job)
+    assert failed.status == "failed" and str(status) in attempt.error_message
+    waited = (failed.next_retry_at - attempt.finished_at).total_seconds()
+    if waits is None:  # not a Retry-After this handler follows: the backoff's first wait
+        assert attempt.error_type == "HandlerFailure"
+        assert waited <= 1.2
+    else:
+        assert attempt.error_type == "RetryAfter"
+        assert f"tried again in {waits:g} s" in attempt.error_message
+        assert waited == waits
 
 
 def test_http_request_timeout_fails_the_attempt(http_server):

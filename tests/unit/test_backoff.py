@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from jobs.registry import RetryAfter
 from worker.backoff import JITTER, retry_delay
 from worker.outcome import HandlerTimeout, describe
 
@@ -108,3 +109,18 @@ def test_huge_messages_are_cut():
         rng=FixedRandom(0),
     )
     assert len(failure.error_message) == 4000
+
+
+def test_a_handler_asking_to_be_retried_later_waits_exactly_that():
+    failure = describe(
+        raise_and_catch(RetryAfter(90, "the API is busy")), attempt_number=2, rng=FixedRandom(0)
+    )
+    assert failure.retry_delay == timedelta(seconds=90)
+    assert (failure.error_type, failure.error_message) == ("RetryAfter", "the API is busy")
+    assert str(RetryAfter(1.5)) == "retry after 1.5 s"
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), True, "5", 366 * 86400])
+def test_retry_after_takes_a_positive_number_of_seconds_up_to_a_year(seconds):
+    with pytest.raises(ValueError, match="RetryAfter takes a number of seconds"):
+        RetryAfter(seconds)
