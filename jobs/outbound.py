@@ -79,7 +79,6 @@ class _Deadline:
     whatever read or write waits on them."""
 
     def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
         self.expired = False
         self._at = time.monotonic() + seconds
         self._sockets: list[socket.socket] = []

@@ -129,7 +129,7 @@ def retry_after(header: str | None) -> float | None:
     if not header:
         return None
     header = header.strip()
-    if header.isdigit():
+    if header.isascii() and header.isdigit():
         seconds = float(header)
     else:
         try:

@@ -24,6 +24,7 @@ def http_date(delta: timedelta) -> str:
         ("-5", None),
         ("1.5", None),
         ("soon", None),
+        ("²", None),
         ("", None),
         (None, None),
         (http_date(-timedelta(minutes=1)), None),
