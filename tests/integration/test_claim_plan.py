@@ -129,7 +129,9 @@ STATES = [never_analyzed, analyzed_empty_then_burst, stale, analyzed]
 
 
 @pytest.mark.parametrize("make_state", STATES, ids=lambda f: f.__name__)
-def test_the_feeder_walks_the_claimable_index_in_claim_order(make_state) -> None:
+def test_the_feeder_walks_the_claimable_index_and_a_claim_by_id_never_scans_the_table(
+    make_state,
+) -> None:
     make_state()
     feed = query("runnable_jobs")
     params = {
@@ -145,10 +147,6 @@ def test_the_feeder_walks_the_claimable_index_in_claim_order(make_state) -> None
         # The index is in claim order: the first 250 entries are the claim, nothing is sorted.
         assert "Sort" not in {node["Node Type"] for node in plan_nodes(plan)}
 
-
-@pytest.mark.parametrize("make_state", STATES, ids=lambda f: f.__name__)
-def test_a_claim_by_id_never_scans_the_table(make_state) -> None:
-    make_state()
     ids = [row[0] for row in execute("SELECT id FROM jobs ORDER BY virtual_deadline LIMIT 250")]
     params = {"job_ids": ids, "limit": 250, **ALL_QUEUES.params()}
     assert_reads_only_the_claimed_rows(plan_of(claim_select(), params))

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +23,9 @@ from jobs.selectors import job_list
 
 from .conftest import plan_nodes
 
-pytestmark = pytest.mark.django_db
+# The history is made once for the module's tests, all on one xdist worker in a row: each
+# reads it inside a transaction it rolls back, and no other test meets it.
+pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("list_plans")]
 
 PAGE = 20
 
@@ -50,17 +53,22 @@ def add_jobs(count: int, status: str, *, in_dlq: bool = False, days_ago: float =
     )
 
 
-@pytest.fixture
-def month_of_history() -> None:
+@pytest.fixture(scope="module")
+def month_of_history(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """Recent history: completed jobs, a dead-letter share, cancelled ones; and one job
     waiting for a retry and one pending, both older than all of it (a job scheduled far
-    ahead, a retry of an old job)."""
-    add_jobs(20_000, "completed")
-    add_jobs(2_000, "failed", in_dlq=True)
-    add_jobs(1_000, "cancelled")
-    add_jobs(1, "failed", days_ago=40)
-    add_jobs(1, "pending", days_ago=40)
-    execute("ANALYZE jobs")
+    ahead, a retry of an old job). Committed, and deleted after the module's tests."""
+    with django_db_blocker.unblock():
+        assert not Job.objects.exists(), "the history is to be the only jobs"
+        add_jobs(20_000, "completed")
+        add_jobs(2_000, "failed", in_dlq=True)
+        add_jobs(1_000, "cancelled")
+        add_jobs(1, "failed", days_ago=40)
+        add_jobs(1, "pending", days_ago=40)
+        execute("ANALYZE jobs")
+    yield
+    with django_db_blocker.unblock():
+        execute("DELETE FROM jobs")
 
 
 def rows_read_from_jobs(params: dict[str, str]) -> int:
