@@ -143,6 +143,11 @@ def _workers() -> Iterator[Metric]:
     )
     slots = GaugeMetricFamily("scheduler_worker_slots", "Handler slots.", labels=labels)
     busy = GaugeMetricFamily("scheduler_worker_busy_slots", "Slots running a job.", labels=labels)
+    unhandled = GaugeMetricFamily(
+        "scheduler_worker_unhandled_type",
+        "1 for each job type the worker met without a handler: it leaves their jobs waiting.",
+        labels=[*labels, "type"],
+    )
     n_live = 0
     for row in fetch("worker_metrics", {}):
         fresh = row["heartbeat_age"] < timeout
@@ -152,8 +157,10 @@ def _workers() -> Iterator[Metric]:
         age.add_metric(key, max(0.0, row["heartbeat_age"]))
         slots.add_metric(key, row["concurrency"])
         busy.add_metric(key, row["busy"])
+        for job_type in row["unhandled_types"]:
+            unhandled.add_metric([*key, job_type], 1)
     live.add_metric([], n_live)
-    yield from (live, up, age, slots, busy)
+    yield from (live, up, age, slots, busy, unhandled)
 
 
 def _prune(rows: list[dict[str, Any]]) -> Iterator[Metric]:

@@ -688,9 +688,9 @@ INSERT INTO job_metrics (name, n, total)
 VALUES ('prune_runs', 1, 0), ('pruned_jobs', %(jobs)s, 0);
 
 -- name: worker_metrics
--- Every worker that claims it is alive, with its handler slots, the jobs it runs now and
--- how long ago it last beat.
-SELECT w.id, w.hostname, w.pid, w.status, w.concurrency,
+-- Every worker that claims it is alive, with its handler slots, the jobs it runs now, how
+-- long ago it last beat and the job types it has no handler for.
+SELECT w.id, w.hostname, w.pid, w.status, w.concurrency, w.unhandled_types,
        extract(epoch FROM now() - w.heartbeat_at)::double precision AS heartbeat_age,
        (SELECT count(*) FROM jobs j WHERE j.status = 'processing' AND j.worker_id = w.id) AS busy
 FROM workers w

@@ -92,4 +92,10 @@ def test_metrics_count_what_happened_to_jobs_by_type_and_queue(
     assert samples[("scheduler_worker_up", this_worker)] == 1
     assert samples[("scheduler_worker_busy_slots", this_worker)] == 1
     assert samples[("scheduler_worker_slots", this_worker)] == 1
+    assert not [key for key in samples if key[0] == "scheduler_worker_unhandled_type"]
+    Worker.objects.filter(id=worker.id).update(unhandled_types=["resize_image"])
+    missing = labels(
+        host="test-host", pid=str(worker.pid), type="resize_image", worker=str(worker.id)
+    )
+    assert scrape(viewer_client)[("scheduler_worker_unhandled_type", missing)] == 1
     assert samples[("scheduler_prune_runs_total", ())] == 1
