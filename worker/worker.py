@@ -52,6 +52,7 @@ from jobs.models import Worker as WorkerRow
 from jobs.models import WorkerStatus
 from jobs.queue_names import ALL_QUEUES, QueueSelection
 from jobs.reconnect import DATABASE_ERRORS, Backoff
+from jobs.schema_version import require_current_schema
 from jobs.stats import stats_publisher
 
 from .claimer import Claimer
@@ -170,7 +171,8 @@ class Worker:
                 signal.signal(signum, handler)
 
     def _run(self) -> int:
-        if not self._with_database(self._register):
+        # Nothing runs yet: a first stop signal ends the wait for the database.
+        if not self._with_database(self._register, stop_on=1):
             return 0
         self._build_units()
         self._units[2].due = time.monotonic() + _FIRST_FEED_WAIT
@@ -207,6 +209,7 @@ class Worker:
         return 1 if forced else 0
 
     def _register(self) -> None:
+        require_current_schema()
         now = timezone.now()
         WorkerRow.objects.create(
             id=self.id,
@@ -592,10 +595,11 @@ class Worker:
 
     # --- database trouble ----------------------------------------------------------------------
 
-    def _with_database(self, action: Callable[[], Any]) -> bool:
+    def _with_database(self, action: Callable[[], Any], *, stop_on: int = 2) -> bool:
         """Run `action`, retrying with backoff while the database is unreachable.
 
-        False when a second signal asked to stop before it succeeded."""
+        False when the `stop_on`th stop signal came before it succeeded (by default the
+        second: the first one's graceful stop still has to record what finished)."""
         backoff = Backoff(0.25, _max_db_backoff())
         while True:
             try:
@@ -605,7 +609,7 @@ class Worker:
                 delay = backoff.failed()
                 logger.error("database unavailable (%s); retrying in %.1f s", exc, delay)
                 self._lost_database()
-            if self.signals >= 2:
+            if self.signals >= stop_on:
                 return False
             time.sleep(delay)
 

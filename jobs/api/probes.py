@@ -2,9 +2,10 @@
 
 - `GET /healthz`, liveness: the process answers requests. It reads nothing, so a database or
   Redis outage never gets a healthy process restarted (restarting would not fix them).
-- `GET /readyz`, readiness: this process can serve, i.e. it reaches PostgreSQL (200, else 503
-  in the error envelope with `Retry-After`). Redis is reported but never makes it unready:
-  without Redis only live events and rate-limit counters are lost, never a request.
+- `GET /readyz`, readiness: this process can serve, i.e. it reaches PostgreSQL and the
+  schema has every migration of this code (200, else 503 in the error envelope with
+  `Retry-After`). Redis is reported but never makes it unready: without Redis only live
+  events and rate-limit counters are lost, never a request.
 
 Both are open, unthrottled, exempt from the HTTPS redirect (settings.SECURE_REDIRECT_EXEMPT),
 and answer GET and HEAD only. `GET /api/v1/health` (api.md) stays as it is: 503 when either
@@ -22,6 +23,8 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from jobs.schema_version import SchemaBehind, require_current_schema
+
 from .errors import RETRY_AFTER_SECONDS, error_body, method_not_allowed
 
 
@@ -31,6 +34,15 @@ def database_status() -> str:
             cursor.execute("SELECT 1")
     except DatabaseError as exc:
         return f"unreachable: {type(exc).__name__}"
+    return "ok"
+
+
+def schema_status() -> str:
+    """ "ok", or what the database lacks of this code's migrations (`jobs.schema_version`)."""
+    try:
+        require_current_schema()
+    except SchemaBehind as behind:
+        return str(behind)
     return "ok"
 
 
@@ -70,8 +82,11 @@ def healthz(request: HttpRequest) -> JsonResponse:
 def readyz(request: HttpRequest) -> JsonResponse:
     checks = {"database": database_status(), "redis": redis_status()}
     if checks["database"] == "ok":
+        checks["database"] = schema_status()
+    if checks["database"] == "ok":
         return JsonResponse({"status": "ready", **checks})
-    body = error_body("unavailable", "Unreachable: database.", {"database": [checks["database"]]})
+    problem = "Unreachable" if checks["database"].startswith("unreachable") else "Not migrated"
+    body = error_body("unavailable", f"{problem}: database.", {"database": [checks["database"]]})
     response = JsonResponse({"status": "unready", **checks, **body}, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response

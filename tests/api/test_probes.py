@@ -4,7 +4,13 @@ The database outage case is in test_database_outage.py."""
 from __future__ import annotations
 
 import pytest
+from django.db.migrations.recorder import MigrationRecorder
 from django.test import Client
+
+from jobs.models import Worker as WorkerRow
+from jobs.reconnect import DATABASE_ERRORS
+from jobs.schema_version import SchemaBehind
+from worker.worker import Worker
 
 from .test_job_routes import assert_error
 
@@ -21,6 +27,31 @@ def test_readyz_is_ready_when_the_database_answers():
     response = Client().get("/readyz")
     assert response.status_code == 200
     assert response.json() == {"status": "ready", "database": "ok", "redis": "ok"}
+
+
+def test_readyz_is_unready_until_the_database_has_every_migration_of_this_code():
+    # As a process of a new release meets a database its `migrate` has not reached yet
+    # (the test's transaction puts the record back).
+    latest = MigrationRecorder.Migration.objects.filter(app="jobs").latest("id")
+    latest.delete()
+    response = Client().get("/readyz")
+    assert response.status_code == 503
+    assert response["Retry-After"]
+    body = response.json()
+    assert (body["status"], body["error"]["message"]) == ("unready", "Not migrated: database.")
+    assert body["database"] == (
+        f"its schema lacks 1 migration of this code (jobs.{latest.name}): "
+        "waiting for `manage.py migrate`"
+    )
+    # The worker waits for it, as for a database away, saying why; it registers nothing.
+    worker = Worker(concurrency=1)
+    try:
+        with pytest.raises(SchemaBehind, match=f"jobs.{latest.name}"):
+            worker._register()
+    finally:
+        worker.processor.stop()
+    assert isinstance(SchemaBehind(), DATABASE_ERRORS)
+    assert not WorkerRow.objects.exists()
 
 
 @pytest.mark.usefixtures("redis_down")

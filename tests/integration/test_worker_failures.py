@@ -6,6 +6,7 @@ import signal
 import time
 
 import pytest
+from django.db.migrations.recorder import MigrationRecorder
 
 from jobs import state
 from jobs.models import Job, JobAttempt, JobLog, Worker, WorkerStatus
@@ -140,3 +141,24 @@ def test_late_finish_of_a_cancelled_job_cannot_overwrite_it(start_worker):
     gone = Job.objects.get(id=job["id"])
     assert (gone.status, gone.result, gone.completed_at) == ("cancelled", None, None)
     assert Worker.objects.get(pid=worker.pid).jobs_done == 0
+
+
+def test_a_worker_started_before_the_migration_waits_saying_so_and_stops_on_one_signal(
+    start_worker,
+):
+    # A rolling deploy's new worker, up before the release's `migrate` ran.
+    latest = MigrationRecorder.Migration.objects.filter(app="jobs").latest("id")
+    latest.delete()
+    try:
+        early = start_worker()
+        wait_for(
+            lambda: f"lacks 1 migration of this code (jobs.{latest.name})" in early.logs(),
+            what="the worker to say what it waits for",
+        )
+        assert "waiting for `manage.py migrate`" in early.logs()
+        assert not Worker.objects.exists()
+        # Nothing runs yet: a supervisor's first SIGTERM stops it.
+        early.send(signal.SIGTERM)
+        assert early.wait() == 0
+    finally:
+        MigrationRecorder.Migration.objects.create(app="jobs", name=latest.name)
