@@ -38,7 +38,7 @@ def database_status() -> str:
 
 
 def schema_status() -> str:
-    """ "ok", or what the database lacks of this code's migrations (`jobs.schema_version`)."""
+    """What the database lacks of this code's migrations (`jobs.schema_version`), or "ok"."""
     try:
         require_current_schema()
     except SchemaBehind as behind:
@@ -81,11 +81,12 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @_reads_only
 def readyz(request: HttpRequest) -> JsonResponse:
     checks = {"database": database_status(), "redis": redis_status()}
+    problem = "Unreachable"
     if checks["database"] == "ok":
         checks["database"] = schema_status()
+        problem = "Not migrated"
     if checks["database"] == "ok":
         return JsonResponse({"status": "ready", **checks})
-    problem = "Unreachable" if checks["database"].startswith("unreachable") else "Not migrated"
     body = error_body("unavailable", f"{problem}: database.", {"database": [checks["database"]]})
     response = JsonResponse({"status": "unready", **checks, **body}, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
