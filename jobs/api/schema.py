@@ -6,7 +6,7 @@ from typing import Any
 
 import django_filters
 from django.conf import settings
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
@@ -18,7 +18,7 @@ from jobs.registry import registry
 from jobs.state import IDEMPOTENCY_KEY, MAX_UPSTREAM
 
 from .errors import UNAVAILABLE_MESSAGE, error_body
-from .serializers import INSTANT_SCHEMA, MAX_BATCH, ErrorSerializer
+from .serializers import INSTANT_SCHEMA, MAX_BATCH, ErrorSerializer, RefusesUnknownFields
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -31,6 +31,20 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "`python manage.py create_api_token <username> --role operator`",
         }
+
+
+class ClosedBody(OpenApiSerializerExtension):
+    """A body that refuses unknown fields says so (`additionalProperties: false`): a client
+    generated from the schema, or a fuzzer, then sends none."""
+
+    target_class = RefusesUnknownFields
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_basic_serializer(self.target, direction)
+        if direction == "request":
+            schema["additionalProperties"] = False
+        return schema
 
 
 _ERRORS: dict[int, tuple[str, str, str, dict[str, Any]]] = {

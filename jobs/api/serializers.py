@@ -161,6 +161,8 @@ class JobBatchItemSerializer(JobCreateSerializer):
 
 
 class JobBatchCreateSerializer(RefusesUnknownFields):
+    """Jobs created all or none: every one is validated before any is written."""
+
     jobs = JobBatchItemSerializer(  # type: ignore[call-arg]  # ListSerializer's arguments
         many=True,
         allow_empty=False,

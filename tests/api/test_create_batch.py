@@ -83,6 +83,16 @@ def test_bad_batch_is_400_naming_the_field(operator_client, body, field, message
     assert Job.objects.count() == 0
 
 
+def test_the_schema_says_what_the_batch_body_takes_and_nothing_else(client, operator_client):
+    body = client.get("/api-docs.json").json()["components"]["schemas"]["JobBatchCreateRequest"]
+    assert (body["required"], body["additionalProperties"]) == (["jobs"], False)
+    # What a client generated from the schema meets when it sends an extra field anyway.
+    error = assert_error(
+        post(operator_client, {"jobs": [noop()], "note": 1}), 400, "validation_error"
+    )
+    assert error["details"] == {"note": ["Unknown field. Allowed: jobs."]}
+
+
 def test_a_full_batch_is_accepted(operator_client):
     response = post(operator_client, {"jobs": [noop()] * MAX_BATCH})
     assert response.status_code == 201
