@@ -299,6 +299,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "jobs.api.schema.job_create_body",
+        "jobs.api.schema.bodies_required",
     ],
     # Swagger UI's files are served from our own static files: no CDN, works offline.
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -327,3 +327,16 @@ def job_create_body(
     # serializers.
     schemas["JobBatchCreateRequest"]["properties"]["jobs"].update(minItems=1, maxItems=MAX_BATCH)
     return result
+
+
+def bodies_required(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """POSTPROCESSING_HOOK: every body this API takes is required, as its views refuse a
+    request without one; drf-spectacular does not mark a body given as a raw schema (PUT
+    /limits) so."""
+    for operations in result["paths"].values():
+        for operation in operations.values():
+            if "requestBody" in operation:
+                operation["requestBody"]["required"] = True
+    return result

@@ -160,3 +160,18 @@ def test_a_limit_that_says_nothing_sensible_is_refused(operator_client, path, bo
         operator_client.put(f"{LIMITS}/{path}", body, format="json"), 400, "validation_error"
     )
     assert set(error["details"]) == fields
+
+
+def test_the_schema_says_every_body_is_required(client, operator_client):
+    paths = client.get("/api-docs.json").json()["paths"]
+    bodies = {
+        (method, path): operation["requestBody"].get("required")
+        for path, operations in paths.items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    }
+    assert bodies[("put", "/api/v1/limits/{scope}/{name}")] is True
+    assert set(bodies.values()) == {True}
+    # What a client meets when it sends none anyway.
+    error = assert_error(operator_client.put(f"{LIMITS}/type/noop"), 400, "validation_error")
+    assert error["details"] == {"max_running": ["Give max_running, max_starts, or both."]}
