@@ -201,9 +201,18 @@ class Worker:
             if forced:
                 self._receive(0.0)  # outcomes that came in since the last turn
             grace = _FINAL_REPORT_SECONDS if forced else settings.SCHEDULER_SHUTDOWN_GRACE
+            final_deadline = time.monotonic() + grace
             if not self.completer.stop(grace):
                 logger.warning("%d outcomes could not be reported", self._reporting.total())
-            self._with_database(lambda: self._finish(forced))
+            if not self._with_database(lambda: self._finish(forced), deadline=final_deadline):
+                held = self._held()
+                logger.warning(
+                    "database unavailable: %d jobs left processing and the worker not marked "
+                    "stopped; once its heartbeat is SCHEDULER_WORKER_TIMEOUT old, another "
+                    "worker's rescuer marks it dead and returns them",
+                    len(held),
+                )
+                forced = forced or bool(held)
             stats_publisher.flush()
         logger.info("worker %s stopped (%s)", self.id, "forced" if forced else "clean")
         return 1 if forced else 0
@@ -227,14 +236,22 @@ class Worker:
     def _finish(self, forced: bool) -> None:
         # Outcomes still reporting too: a completer that failed, or did not finish in time,
         # leaves their jobs processing under this worker.
-        if forced and (
-            self.processor.running or self._claiming or self._unanswered or self._reporting
-        ):
+        if forced and self._held():
             released = state.release(self.id, "Worker stopped before the job finished.")
             logger.warning("returned %d running jobs to pending", len(released))
         WorkerRow.objects.filter(id=self.id).update(
             status=WorkerStatus.STOPPED, stopped_at=timezone.now()
         )
+
+    def _held(self) -> set[uuid.UUID]:
+        """The jobs this worker may hold in the database: running, being claimed or reported,
+        or claimed by a statement whose answer was lost."""
+        return {
+            *self.processor.running,
+            *self._claiming,
+            *self._unanswered,
+            *self._reporting,
+        }
 
     def _build_units(self) -> None:
         heartbeat = settings.SCHEDULER_HEARTBEAT_INTERVAL
@@ -301,6 +318,10 @@ class Worker:
             if self.signals == 1 and not stopping_marked:
                 stopping_marked = True
                 self._begin_stop()
+            # Checked before the turn too: during an outage every turn fails.
+            if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
+                logger.warning("shutdown grace period over with jobs still running")
+                return True
             try:
                 wait = self._turn()
                 backoff.succeeded()
@@ -313,16 +334,16 @@ class Worker:
                 continue
             if wait < 0:
                 return False
-            if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
-                logger.warning("shutdown grace period over with jobs still running")
-                return True
 
     def _begin_stop(self) -> None:
         logger.info("stopping: no new claims, waiting for %d running", len(self.processor.running))
         self._stop_deadline = time.monotonic() + settings.SCHEDULER_SHUTDOWN_GRACE
-        self._with_database(
-            lambda: WorkerRow.objects.filter(id=self.id).update(status=WorkerStatus.STOPPING)
-        )
+        try:
+            WorkerRow.objects.filter(id=self.id).update(status=WorkerStatus.STOPPING)
+        except DATABASE_ERRORS as exc:
+            # Not waited for: the grace runs for the jobs, and `_finish` marks the row.
+            logger.error("database unavailable (%s): not marked stopping", exc)
+            self._lost_database()
 
     def _turn(self) -> float:
         """One pass; how long the loop may sleep before the next, or -1 to finish."""
@@ -595,11 +616,14 @@ class Worker:
 
     # --- database trouble ----------------------------------------------------------------------
 
-    def _with_database(self, action: Callable[[], Any], *, stop_on: int = 2) -> bool:
+    def _with_database(
+        self, action: Callable[[], Any], *, stop_on: int = 2, deadline: float | None = None
+    ) -> bool:
         """Run `action`, retrying with backoff while the database is unreachable.
 
         False when the `stop_on`th stop signal came before it succeeded (by default the
-        second: the first one's graceful stop still has to record what finished)."""
+        second: the first one's graceful stop still has to record what finished), or
+        `deadline` (monotonic) passed."""
         backoff = Backoff(0.25, _max_db_backoff())
         while True:
             try:
@@ -611,6 +635,11 @@ class Worker:
                 self._lost_database()
             if self.signals >= stop_on:
                 return False
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                delay = min(delay, left)
             time.sleep(delay)
 
     def _lost_database(self) -> None:

@@ -53,9 +53,12 @@ def count_run(job: JobContext) -> dict[str, Any]:
     side effect, kept outside PostgreSQL and Redis so that it survives their outages. With
     `started_path`, the same line goes to that file first: a test sees the handler running
     in its worker, which a job's status (`processing` from the claim's commit) does not
-    tell. One short O_APPEND write per line, so concurrent workers never interleave."""
+    tell. With `gate_path`, it then waits for that file to exist, so a test decides when it
+    ends. One short O_APPEND write per line, so concurrent workers never interleave."""
     if "started_path" in job.payload:
         _append_line(job.payload["started_path"], job)
+    while "gate_path" in job.payload and not os.path.exists(job.payload["gate_path"]):
+        time.sleep(0.01)
     time.sleep(job.payload.get("seconds", 0))
     _append_line(job.payload["path"], job)
     return {"pid": os.getpid()}

@@ -8,6 +8,7 @@ were recorded.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -138,3 +139,35 @@ def test_a_worker_cut_off_alone_is_rescued_and_its_late_outcome_refused(
     ]
     job_row = Job.objects.get(id=job["id"])
     assert job_row.status == "completed" and job_row.result == {"pid": rescuer.pid}
+
+
+def test_a_stop_during_an_outage_keeps_to_the_grace_and_leaves_the_jobs_to_the_rescue(
+    start_worker, worker_env, db_proxies, tmp_path
+):
+    db_proxy = db_proxies()
+    worker = start_worker(
+        "--concurrency",
+        "2",
+        env={**through(db_proxy, worker_env), "SCHEDULER_SHUTDOWN_GRACE": "1"},
+    )
+    worker.wait_registered()
+    effects, gate = tmp_path / "effects", tmp_path / "gate"
+    gated = {"path": str(effects), "started_path": f"{effects}.started", "gate_path": str(gate)}
+    jobs = [state.enqueue("count_run", gated), *enqueue_counted(1, effects, seconds=60)]
+    wait_for(lambda: started_in_workers(jobs, effects), what="both handlers to start")
+
+    with db_proxy.cut_off():
+        # One finishes during the outage (its outcome cannot be written), one outlasts the
+        # grace.
+        gate.touch()
+        wait_for(lambda: counted_runs(effects), what="the gated handler to finish")
+        worker.send(signal.SIGTERM)
+        # Before, it waited for the database (or a second signal) to mark itself stopping,
+        # then to return its jobs: a supervisor's stop ended in its kill timeout.
+        assert worker.wait(timeout=30) == 1
+    logs = worker.logs()
+    assert "2 jobs left processing" in logs, logs
+    # Nothing was lost: both still belong to the stopped worker, whose heartbeat has stopped,
+    # for another worker's rescuer to return (tests of the rescue: test_worker_failures.py).
+    held = Job.objects.filter(id__in=[j["id"] for j in jobs])
+    assert {(j.status, j.worker_id) for j in held} == {("processing", worker.row().id)}
