@@ -97,10 +97,13 @@ class Selection:
     def jobs(self) -> QuerySet[Job]:
         """The matching jobs (raises JobValidationError for a filter that does not parse)."""
         filterset = JobFilter(dict(self.query), queryset=Job.objects.all())
+        errors = JobFilter.unknown(self.query)
         if not filterset.is_valid():
-            raise state.JobValidationError(
-                {name: [str(e) for e in errors] for name, errors in filterset.errors.items()}
+            errors.update(
+                {name: [str(e) for e in problems] for name, problems in filterset.errors.items()}
             )
+        if errors:
+            raise state.JobValidationError(errors)
         jobs = filterset.qs.order_by()
         if self.dlq:
             jobs = jobs.filter(in_dlq=True)

@@ -9,6 +9,7 @@ A value that does not parse is a form error under the parameter's own name.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
@@ -194,6 +195,17 @@ class JobFilter(django_filters.FilterSet):
     class Meta:
         model = Job
         fields: list[str] = []
+
+    @classmethod
+    def unknown(cls, params: Iterable[str], also: Collection[str] = ()) -> dict[str, list[str]]:
+        """The errors of the parameters in `params` that are neither a filter nor in `also`:
+        django-filter ignores them, and a typo must not silently widen a list, nor the jobs
+        a bulk action takes."""
+        return {
+            name: ["Unknown query parameter."]
+            for name in params
+            if name not in cls.base_filters and name not in also
+        }
 
     def filter_status(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
         # Both columns named, so that a status's jobs are one range of

@@ -29,11 +29,9 @@ def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[J
     An unknown parameter, an empty one or a value that does not parse is a
     JobValidationError naming it: a typo must not silently widen the list.
     """
-    errors: dict[str, list[str]] = {}
+    errors = JobFilter.unknown(params, also=LIST_PARAMS)
     for name, value in params.items():
-        if name not in JobFilter.base_filters and name not in LIST_PARAMS:
-            errors[name] = ["Unknown query parameter."]
-        elif value == "":
+        if value == "" and name not in errors:
             errors[name] = ["Empty: give a value, or leave the parameter out."]
     queryset = Job.objects.filter(in_dlq=True) if dlq_only else Job.objects.all()
     filterset = JobFilter(params, queryset=queryset)

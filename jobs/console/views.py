@@ -117,7 +117,9 @@ def _ledger_filter(request: ConsoleRequest) -> JobFilter:
 @console_view()
 def ledger(request: ConsoleRequest) -> HttpResponse:
     filterset = _ledger_filter(request)
-    valid = filterset.is_valid()
+    unknown = JobFilter.unknown(request.GET, also=("page",))
+    errors = {**unknown, **filterset.errors}
+    valid = not errors
     paginator = BoundedCountPaginator(
         filterset.qs if valid else Job.objects.none(), request.preferences.page_size
     )
@@ -129,7 +131,8 @@ def ledger(request: ConsoleRequest) -> HttpResponse:
         {
             "page_obj": page_obj,
             "jobs": page_obj.object_list,
-            "errors": filterset.errors if not valid else {},
+            "errors": errors,
+            "unknown": sorted(unknown),
             "query": request.GET,
             "filters_active": any(
                 k not in ("page", "ordering") and v for k, v in request.GET.items()

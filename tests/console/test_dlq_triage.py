@@ -217,6 +217,27 @@ def test_ledger_offers_bulk_actions_on_a_filtered_list(as_operator: Client) -> N
     assert "Retry all 1 matching…" in page
 
 
+def test_a_filter_the_ledger_does_not_know_is_refused_not_widened_to_every_job(
+    as_operator: Client,
+) -> None:
+    # A stale bookmark or a typo (`created_at_after` for `created_after`): before, the ledger
+    # ignored it, said "match these filters", and offered to cancel every job.
+    state.enqueue("noop", {}, priority=2)
+    query = {"type": "noop", "created_at_after": "2026-01-01T00:00"}
+    ledger = as_operator.get("/jobs", query)
+    assert ledger.context["errors"] == {"created_at_after": ["Unknown query parameter."]}
+    assert list(ledger.context["jobs"]) == []
+    page = ledger.content.decode()
+    assert "1 parameter the ledger does not know" in page and ": created_at_after." in page
+    assert "matching…" not in page
+    confirm = as_operator.get("/bulk/cancel", query)
+    assert confirm.status_code == 302
+    assert Job.objects.get(type="noop").status == JobStatus.PENDING
+    with pytest.raises(state.JobValidationError) as refused:
+        bulk.count("cancel", bulk.Selection(query=query))
+    assert refused.value.details == {"created_at_after": ["Unknown query parameter."]}
+
+
 def test_a_dead_letters_payload_is_edited_validated_and_retried(as_operator: Client) -> None:
     job = dead_letter("send_email", {"to": "a@example.com", "subject": "hi"})
 
