@@ -78,6 +78,11 @@ class Job(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
+    # When the worker running the job last said it still runs it (`lost_claims`): a job in
+    # processing is stuck only once this, or its start, is SCHEDULER_STUCK_AFTER old, so a
+    # handler whose timeout is longer is never taken back from a live worker. Not indexed,
+    # so that the update can be HOT.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
     next_retry_at = models.DateTimeField(null=True, blank=True)

@@ -1069,7 +1069,16 @@ def runnable_jobs(
     )
 
 
-def lost_claims(held: Mapping[uuid.UUID, uuid.UUID]) -> list[uuid.UUID]:
-    """Which of the held job id -> attempt id claims are no longer held."""
-    rows = fetch("lost_claims", {"job_ids": list(held), "attempt_ids": list(held.values())})
+def lost_claims(held: Mapping[uuid.UUID, uuid.UUID], vouch_before: datetime) -> list[uuid.UUID]:
+    """Which of the held job id -> attempt id claims are no longer held. The others are
+    vouched for, those whose heartbeat (or start) is older than `vouch_before`: the rescue
+    of stuck jobs leaves them to their worker."""
+    rows = fetch(
+        "lost_claims",
+        {
+            "job_ids": list(held),
+            "attempt_ids": list(held.values()),
+            "vouch_before": vouch_before,
+        },
+    )
     return [row["job_id"] for row in rows]

@@ -192,16 +192,19 @@ class ClaimWatch(Unit):
         on_lost: Callable[[uuid.UUID], Any],
         *,
         interval: float,
+        stuck_after: timedelta,
     ) -> None:
         self.held = held
         self.on_lost = on_lost
         self.interval = interval
+        # Vouched for twice within the time after which a job counts as stuck.
+        self.vouch_every = stuck_after / 2
 
     def run_once(self) -> dict[str, int]:
         held = self.held()
         if not held:
             return {"checked": 0, "lost": 0}
-        lost = state.lost_claims(held)
+        lost = state.lost_claims(held, vouch_before=timezone.now() - self.vouch_every)
         for job_id in lost:
             self.on_lost(job_id)
         return {"checked": len(held), "lost": len(lost)}

@@ -275,7 +275,14 @@ class Worker:
             watched_since=self._watched_since,
             queues=self.queues,
         )
-        claims = ClaimWatch(self._held_claims, self._lose, interval=min(1.0, heartbeat))
+        stuck_after = settings.SCHEDULER_STUCK_AFTER
+        claims = ClaimWatch(
+            self._held_claims,
+            self._lose,
+            # Several watches within the half of `stuck_after` in which a job is vouched for.
+            interval=min(1.0, heartbeat, stuck_after / 4),
+            stuck_after=timedelta(seconds=stuck_after),
+        )
         self._units = [
             _Timed(Heartbeat(self.id, heartbeat, self.processor.unhandled_types)),
             _Timed(rescuer),

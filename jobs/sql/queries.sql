@@ -315,7 +315,8 @@ FROM scheduler_delete_jobs(ARRAY(
 -- name: rescue_lost_jobs
 -- Take back jobs whose worker is gone: those of workers that missed their heartbeat past
 -- `heartbeat_before` (marked dead here), those stuck in processing since before
--- `stuck_before`, and those of `worker_id` when it releases its jobs on a forced shutdown.
+-- `stuck_before` that no worker vouched for since (`lost_claims`), and those of `worker_id`
+-- when it releases its jobs on a forced shutdown.
 -- The lost attempt is recorded as failed; a job with no attempts left enters the DLQ.
 -- Both clocks count only from `watched_since` (when the caller last regained the database)
 -- and from the server's start: while the database was down or cut off for everyone nobody
@@ -332,7 +333,8 @@ WITH sight AS (
     SELECT id, current_attempt_id AS attempt_id
     FROM jobs
     WHERE status = 'processing'
-      AND ((started_at < %(stuck_before)s AND (SELECT since FROM sight) < %(stuck_before)s)
+      AND ((started_at < %(stuck_before)s AND (SELECT since FROM sight) < %(stuck_before)s
+            AND (heartbeat_at IS NULL OR heartbeat_at < %(stuck_before)s))
            OR worker_id IN (SELECT id FROM dead_workers)
            OR worker_id = %(worker_id)s)
     FOR UPDATE SKIP LOCKED
@@ -497,9 +499,25 @@ LIMIT %(limit)s;
 
 -- name: lost_claims
 -- Which of a worker's running attempts no longer hold their job's claim (cancelled,
--- rescued while the worker was away): the worker stops waiting for them.
+-- rescued while the worker was away): the worker stops waiting for them. The others it
+-- vouches for: a job whose heartbeat (or start) is older than `vouch_before` gets a new
+-- heartbeat, so the rescue of stuck jobs never takes back a job its live worker still
+-- runs, however long its handler's timeout. A row locked meanwhile (its completion, a
+-- cancel) is skipped, not waited for: the next watch vouches for it.
+WITH held AS (
+    SELECT * FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[]) AS held(job_id, attempt_id)
+), vouched AS (
+    UPDATE jobs SET heartbeat_at = now()
+    WHERE id IN (
+        SELECT j.id FROM jobs j JOIN held
+          ON j.id = held.job_id AND j.status = 'processing'
+         AND j.current_attempt_id = held.attempt_id
+        WHERE greatest(j.heartbeat_at, j.started_at) < %(vouch_before)s
+        FOR UPDATE OF j SKIP LOCKED
+    )
+)
 SELECT held.job_id
-FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[]) AS held(job_id, attempt_id)
+FROM held
 LEFT JOIN jobs j
        ON j.id = held.job_id AND j.status = 'processing'
       AND j.current_attempt_id = held.attempt_id

@@ -491,3 +491,21 @@ def test_empty_dlq_purges_every_dlq_job_and_nothing_else():
     assert not Job.objects.filter(id__in=[job["id"] for job in dlq]).exists()
     assert Job.objects.filter(id=kept["id"]).exists()
     assert state.empty_dlq() == 0
+
+
+def test_a_job_its_live_worker_still_runs_is_never_taken_for_stuck():
+    worker = new_worker()
+    long_ago = timezone.now() - timedelta(hours=1)
+    runs, forgotten = (claimed(worker, state.enqueue("noop", {}, priority=2)) for _ in range(2))
+    Job.objects.filter(id__in=[runs.id, forgotten.id]).update(started_at=long_ago)
+
+    # The worker's claim watch vouches for what it runs: a handler with a long timeout.
+    assert state.lost_claims({runs.id: runs.attempt_id}, vouch_before=timezone.now()) == []
+    rescued = state.rescue_lost(
+        stuck_after=timedelta(minutes=10), worker_timeout=timedelta(hours=1)
+    )
+
+    # The job it no longer runs (an outcome it could not record) is still taken back.
+    assert [job["id"] for job in rescued] == [str(forgotten.id)]
+    assert Job.objects.get(id=runs.id).status == "processing"
+    assert JobAttempt.objects.get(id=forgotten.attempt_id).error_type == "WorkerLost"

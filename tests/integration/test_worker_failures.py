@@ -162,3 +162,14 @@ def test_a_worker_started_before_the_migration_waits_saying_so_and_stops_on_one_
         assert early.wait() == 0
     finally:
         MigrationRecorder.Migration.objects.create(app="jobs", name=latest.name)
+
+
+def test_a_handler_running_longer_than_the_stuck_limit_is_not_run_again(start_worker):
+    # A handler's timeout (here the default, 300 s) may be longer than SCHEDULER_STUCK_AFTER:
+    # before, the worker's own rescuer took its running job back as "worker lost" and ran it
+    # again beside the first run, and with no attempt left put it in the DLQ.
+    worker = start_worker(env={"SCHEDULER_STUCK_AFTER": "2"})
+    job = state.enqueue("sleep", {"seconds": 4}, max_retries=2)
+    wait_for(lambda: job_status(job["id"]) in ("completed", "failed"), timeout=60)
+    assert [(a.status, a.error_type) for a in attempts_of(job["id"])] == [("succeeded", None)]
+    assert "WorkerLost" not in worker.logs()

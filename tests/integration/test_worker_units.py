@@ -160,7 +160,7 @@ def test_claim_watch_reports_attempts_whose_claim_is_gone():
     state.cancel(uuid.UUID(first["id"]))
     lost: list[uuid.UUID] = []
 
-    watch = ClaimWatch(lambda: claims, lost.append, interval=1)
+    watch = ClaimWatch(lambda: claims, lost.append, interval=1, stuck_after=timedelta(minutes=10))
     assert watch.run_once() == {"checked": 2, "lost": 1}
     assert lost == [uuid.UUID(first["id"])]
     assert uuid.UUID(second["id"]) in claims
