@@ -30,6 +30,11 @@ class HandlerTimeout(Exception):
     """The handler ran longer than its timeout; the attempt fails, the thread is abandoned."""
 
 
+class TransactionLeftOpen(Exception):
+    """The handler returned inside a transaction it entered: rolled back, the attempt fails
+    (its writes there are gone, so it did not succeed)."""
+
+
 @dataclass(frozen=True)
 class Failure:
     error_type: str

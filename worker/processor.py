@@ -43,11 +43,25 @@ from jobs.models import JobLog
 from jobs.registry import HandlerSpec, JobContext, UnknownJobType, registry
 from jobs.state import ClaimedJob
 
-from .outcome import HandlerTimeout
+from .outcome import HandlerTimeout, TransactionLeftOpen
 
 logger = logging.getLogger(__name__)
 
 LOG_LEVEL_WIDTH = JobLog._meta.get_field("level").max_length
+
+
+def _roll_back_open_transactions() -> list[str]:
+    """End the transactions a handler entered on this thread and never left; the aliases of
+    their connections. Closing one rolls it back, and a fresh connection object takes its
+    place: Django keeps a connection closed inside a transaction unusable ("the connection
+    is closed") until its atomic block exits, which a handler that returned never does."""
+    left_open = []
+    for conn in connections.all(initialized_only=True):
+        if conn.in_atomic_block:
+            left_open.append(conn.alias)
+            conn.close()
+            del connections[conn.alias]
+    return left_open
 
 
 class AttemptLog:
@@ -378,15 +392,24 @@ class Processor:
             # Checked here so that one bad result cannot fail its whole completion batch.
             if result is not None and (unstorable := limits.json_errors(result, name="result")):
                 raise limits.JsonLimitError(" ".join(unstorable))
+            outcome = Outcome(attempt, result=result)
         # BaseException too: a handler's sys.exit() (a wrapped command-line tool) or a stray
         # KeyboardInterrupt fails its attempt. Let through, it would end the handler's thread,
         # leaving the attempt to time out, or the worker itself when inline; the worker stops
         # on its signals, never on what job code raises.
         except BaseException as error:
-            return Outcome(attempt, error=error)
-        finally:
-            # A handler thread's own connections: kept for its next job unless broken or
-            # left mid-transaction; the loop thread manages its connection.
-            if not inline:
-                close_old_connections()
-        return Outcome(attempt, result=result)
+            outcome = Outcome(attempt, error=error)
+        left_open = _roll_back_open_transactions()
+        if left_open and outcome.error is None:
+            outcome = Outcome(
+                attempt,
+                error=TransactionLeftOpen(
+                    f"the handler returned inside transaction.atomic() on {', '.join(left_open)}"
+                    " without leaving it: its database writes there were rolled back"
+                ),
+            )
+        # A handler thread's own connections: kept for its next job unless broken; the loop
+        # thread manages its connection.
+        if not inline:
+            close_old_connections()
+        return outcome

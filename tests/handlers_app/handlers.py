@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NotRequired
 
-from django.db import connection
+from django.db import connection, transaction
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from typing_extensions import TypedDict
 
@@ -188,6 +188,15 @@ def unstorable(job: JobContext) -> Any:
     return UNSTORABLE_RESULTS[kind]
 
 
+def open_transaction(job: JobContext) -> dict[str, Any]:
+    """Enter `transaction.atomic()`, query, and return without leaving it: a handler that
+    forgot its `__exit__`."""
+    transaction.atomic().__enter__()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return {"left": "open"}
+
+
 def leave(job: JobContext) -> None:
     """Raise what stops a program, not a job: `sys.exit(code)` or a stray KeyboardInterrupt
     (`how`: "exit" or "interrupt")."""
@@ -255,6 +264,8 @@ HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "echo": (echo, {}),
     "gc_reach": (gc_reach, {}),
     "unstorable": (unstorable, {}),
+    "open_transaction": (open_transaction, {}),
+    "open_transaction_inline": (open_transaction, {"inline": True}),
     "leave": (leave, {}),
     "leave_inline": (leave, {"inline": True}),
     "typed_dataclass": (typed, {"schema": ResizeArgs}),

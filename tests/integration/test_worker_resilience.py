@@ -68,6 +68,24 @@ def test_a_handler_thread_keeps_its_connection_between_jobs_and_recovers_when_it
     assert worker.popen.poll() is None
 
 
+@pytest.mark.parametrize("kind", ["open_transaction", "open_transaction_inline"])
+def test_a_handler_that_leaves_a_transaction_open_fails_alone_and_the_next_jobs_run(
+    start_worker, kind
+):
+    # Before, the thread's connection stayed marked inside the transaction: every later job
+    # that queried on that thread failed with "the connection is closed", and an inline
+    # handler's took the worker's own connection.
+    worker = start_worker("--concurrency", "1")
+    worker.wait_registered()
+    left_open = state.enqueue(kind, {}, max_retries=1)
+    after = [state.enqueue("backend_pid", {}) for _ in range(2)] + [state.enqueue("noop", {})]
+    wait_for(lambda: all(job_status(job["id"]) == "completed" for job in after), timeout=30)
+    (attempt,) = JobAttempt.objects.filter(job_id=left_open["id"])
+    assert (attempt.status, attempt.error_type) == ("failed", "TransactionLeftOpen")
+    assert "rolled back" in attempt.error_message
+    assert worker.popen.poll() is None
+
+
 def test_log_lines_of_an_outcome_survive_an_exchange_cut_short(start_worker):
     worker = start_worker()
     worker.wait_registered()
