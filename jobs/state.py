@@ -416,18 +416,20 @@ def _start_schedule(spec: JobSpec, cron: str, now: datetime) -> JobObject:
             created_at=now,
             updated_at=now,
         )
-        (created,) = _create_schedule_runs(schedule, now)
+        (created,) = _create_schedule_runs(schedule.id, schedule.cron, schedule.timezone, now)
         _audit_created(created["id"])
     return created
 
 
-def _create_schedule_runs(schedule: Schedule, after: datetime) -> list[JobObject]:
-    """The run of `schedule` at its first slot after `after`, unless it is paused or has a
+def _create_schedule_runs(
+    schedule_id: uuid.UUID, cron: str, zone: str, after: datetime
+) -> list[JobObject]:
+    """The run of the schedule at its first slot after `after`, unless it is paused or has a
     run waiting or running already (then nothing)."""
-    slot = CronRecurrence(schedule.cron, ZoneInfo(schedule.timezone)).upcoming(after, 1)
+    slot = CronRecurrence(cron, ZoneInfo(zone)).upcoming(after, 1)
     if not slot:
         return []
-    rows = fetch("create_schedule_runs", {"schedule_ids": [schedule.id], "run_at": slot})
+    rows = fetch("create_schedule_runs", {"schedule_ids": [schedule_id], "run_at": slot})
     _notify_runnable(rows)
     created = _job_objects(rows)
     notifier.emit_after_commit([("job.created", j) for j in created])
@@ -760,7 +762,19 @@ def _cancel(job_ids: Sequence[uuid.UUID], reason: str | None) -> list[JobObject]
     )
     dependents = _cancel_dependents([uuid.UUID(j["id"]) for j in jobs], "was cancelled")
     notifier.emit_after_commit([("job.cancelled", j) for j in [*jobs, *dependents]])
+    _skip_cancelled_slots([j["schedule_id"] for j in jobs if j["schedule_id"] is not None])
     return jobs
+
+
+def _skip_cancelled_slots(schedule_ids: Sequence[str]) -> None:
+    """A cancelled run skips its slot, not its series: each live schedule among
+    `schedule_ids` gets the run of its first slot after now (a paused one waits for its
+    resume, a deleted one is gone)."""
+    if not schedule_ids:
+        return
+    now = timezone.now()
+    for schedule in fetch("lock_live_schedules", {"schedule_ids": schedule_ids}):
+        _create_schedule_runs(schedule["id"], schedule["cron"], schedule["timezone"], now)
 
 
 def pause_schedule(schedule_id: uuid.UUID) -> None:
@@ -776,11 +790,11 @@ def pause_schedule(schedule_id: uuid.UUID) -> None:
 def resume_schedule(schedule_id: uuid.UUID) -> None:
     """Resume a cron schedule from its first slot after now: slots passed while it was
     paused are skipped. A schedule with a run waiting or running gets no second one; one
-    whose series stopped (its run cancelled, or in the DLQ) starts again."""
+    whose series stopped (its run in the DLQ, or purged from it) starts again."""
     with transaction.atomic():
         schedule = _locked_schedule(schedule_id)
         fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": False})
-        _create_schedule_runs(Schedule.objects.get(id=schedule_id), timezone.now())
+        _create_schedule_runs(schedule_id, schedule["cron"], schedule["timezone"], timezone.now())
         _audit_schedule("schedule_resume", schedule_id, schedule, paused=False)
 
 

@@ -197,3 +197,26 @@ def test_a_missed_run_runs_once_and_the_next_is_the_first_slot_from_now(worker):
     next_slot = datetime.fromisoformat(second["scheduled_at"])
     assert timezone.now() < next_slot <= timezone.now() + timedelta(hours=1)
     assert Job.objects.filter(schedule_id=first["schedule_id"]).count() == 2
+
+
+@pytest.mark.parametrize("running", [False, True], ids=["waiting", "running"])
+def test_cancelling_a_run_skips_its_slot_and_the_series_goes_on(operator_client, worker, running):
+    # Before, a cancelled run was the schedule's last: nothing made the next one, while the
+    # schedule still showed itself active with its next runs.
+    first = state.enqueue("noop", {}, cron="*/5 * * * *")
+    schedule = f"{SCHEDULES}/{first['schedule_id']}"
+    if running:
+        claim_now(worker, first["id"])
+    assert operator_client.post(f"{JOBS}/{first['id']}/cancel").json()["status"] == "cancelled"
+    listed = operator_client.get(schedule).json()
+    following = operator_client.get(f"{JOBS}/{listed['current_run_id']}").json()
+    assert (following["status"], following["scheduled_at"]) == ("pending", listed["next_runs"][0])
+    assert following["id"] != first["id"]
+
+
+def test_cancelling_the_running_run_of_a_paused_schedule_starts_no_other(operator_client, worker):
+    first = state.enqueue("noop", {}, cron="*/5 * * * *")
+    claim_now(worker, first["id"])
+    state.pause_schedule(uuid.UUID(first["schedule_id"]))
+    operator_client.post(f"{JOBS}/{first['id']}/cancel")
+    assert not Job.objects.filter(schedule_id=first["schedule_id"], status="pending").exists()
