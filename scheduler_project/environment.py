@@ -9,6 +9,7 @@ import math
 import os
 
 from django.core.exceptions import ImproperlyConfigured
+from redis.connection import parse_url
 
 from jobs.rates import parse_rate
 
@@ -82,6 +83,21 @@ def env_rate(name: str, default: str) -> str:
         except ValueError as error:
             raise ImproperlyConfigured(f"{name}={raw!r}: {error}.") from None
     return raw
+
+
+def env_redis_url(name: str, default: str) -> str:
+    """A Redis URL redis-py can read (redis://, rediss:// or unix://)."""
+    raw = env_str(name, default)
+    try:
+        parse_url(raw)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name}={raw!r}: {error}.") from None
+    return raw
+
+
+def redis_database(url: str) -> int:
+    """The database number of a Redis URL read by `env_redis_url` (0 when it names none)."""
+    return int(parse_url(url).get("db") or 0)
 
 
 def env_networks(name: str) -> list[str]:

@@ -19,7 +19,9 @@ from scheduler_project.environment import (
     env_list,
     env_networks,
     env_rate,
+    env_redis_url,
     env_str,
+    redis_database,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -63,7 +65,7 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 0, minimum=0)
 
 DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/scheduler")
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 INSTALLED_APPS = [
     # daphne's `runserver` (ASGI), first so that it wins over staticfiles'.
@@ -308,7 +310,12 @@ SPECTACULAR_SETTINGS = {
 }
 
 # The job engine.
-SCHEDULER_EVENTS_CHANNEL = env_str("SCHEDULER_EVENTS_CHANNEL", "scheduler:events")
+# Redis pub/sub ignores the database number: deployments sharing a Redis server would hear
+# each other's events on one channel name, so the default names both databases.
+SCHEDULER_EVENTS_CHANNEL = env_str(
+    "SCHEDULER_EVENTS_CHANNEL",
+    f"scheduler:events:{DATABASES['default']['NAME']}:{redis_database(REDIS_URL)}",
+)
 SCHEDULER_DEFAULT_MAX_RETRIES = env_int("SCHEDULER_DEFAULT_MAX_RETRIES", 3, minimum=1)
 SCHEDULER_BACKOFF_BASE_SECONDS = env_float("SCHEDULER_BACKOFF_BASE_SECONDS", 5.0, minimum=0)
 SCHEDULER_CONCURRENCY = env_int("SCHEDULER_CONCURRENCY", 4, minimum=1)

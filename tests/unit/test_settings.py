@@ -21,6 +21,7 @@ SETTINGS = ROOT / "scheduler_project" / "settings.py"
 DEVSERVICES = ROOT / "scheduler_project" / "devservices"
 ENV_FUNCTIONS = {
     "env_str",
+    "env_redis_url",
     "env_int",
     "env_float",
     "env_bool",
@@ -88,6 +89,7 @@ def typed(function: str, raw: str) -> Any:
         "env_bool": lambda value: value.strip().lower() in TRUE_WORDS,
         "env_list": split_list,
         "env_rate": str,
+        "env_redis_url": str,
         "env_networks": split_list,
     }
     return converters[function](raw)
@@ -185,6 +187,7 @@ def test_production_refuses_to_start_without_a_secret_key_of_its_own(load_settin
         ({"API_PAGE_SIZE": "80"}, "API_PAGE_SIZE=80 is over API_MAX_PAGE_SIZE=50"),
         ({"API_RATE_LIMIT": "10/fortnight"}, "API_RATE_LIMIT='10/fortnight': expected a count"),
         ({"API_TOKEN_FAILURE_LIMIT": "many"}, "API_TOKEN_FAILURE_LIMIT='many': expected a count"),
+        ({"REDIS_URL": "garbage"}, "REDIS_URL='garbage': Redis URL must specify one of"),
         (
             {"OUTBOUND_ALLOWED_NETWORKS": "10.0.0.0/8, 10.0.0.0/33"},
             "OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/33' does not appear to be an IPv4 or IPv6",
@@ -229,6 +232,30 @@ def test_the_production_server_listens_where_it_is_told(monkeypatch):
     assert (config["workers"], config["bind"]) == (3, ["127.0.0.1:8000"])
     monkeypatch.setenv("PORT", "5000")
     assert runpy.run_path(str(GUNICORN_CONF))["bind"] == ["0.0.0.0:5000"]
+
+
+def test_deployments_sharing_a_redis_server_publish_on_channels_of_their_own(load_settings):
+    # Redis pub/sub ignores the database number: with one channel name for all, a console
+    # showed another deployment's counters and jobs.
+    channels = {
+        load_settings(DATABASE_URL=f"postgres://db/{database}", REDIS_URL=redis)[
+            "SCHEDULER_EVENTS_CHANNEL"
+        ]
+        for database, redis in [
+            ("jobs", "redis://cache:6379/0"),
+            ("jobs", "redis://cache:6379/1"),
+            ("staging", "redis://cache:6379/1"),
+            ("staging", "unix:///run/redis.sock?db=2"),
+        ]
+    }
+    assert channels == {
+        "scheduler:events:jobs:0",
+        "scheduler:events:jobs:1",
+        "scheduler:events:staging:1",
+        "scheduler:events:staging:2",
+    }
+    chosen = load_settings(SCHEDULER_EVENTS_CHANNEL="ours")["SCHEDULER_EVENTS_CHANNEL"]
+    assert chosen == "ours"
 
 
 def test_development_may_use_the_development_key(load_settings):
