@@ -351,8 +351,10 @@ def test_every_field_is_drawn_in_the_theme(page: Page) -> None:
         user=user("dana", Role.OPERATOR, is_staff=True, is_superuser=True), theme="dark"
     )
     log_in(page, "dana")
+    dead = dead_letter("send_email", {"to": "ops@example.com", "subject": "hi"})
     off_theme, fields = [], 0
-    for path in ["/jobs", "/jobs/new", "/dlq", "/audit", "/queues", "/settings"]:
+    pages = ["/jobs", "/jobs/new", "/dlq", f"/dlq/{dead['id']}", "/audit", "/queues", "/settings"]
+    for path in pages:
         page.goto(path)
         fields += page.locator("main select, main textarea, main input:not([type=hidden])").count()
         off_theme += page.evaluate(FIELDS_OFF_THEME)
