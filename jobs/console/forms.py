@@ -58,13 +58,35 @@ class UUIDListField(forms.Field):
         return ids[0] if len(ids) == 1 else ids
 
 
-class CreateJobForm(forms.Form):
-    type = forms.ChoiceField(choices=())
+class PayloadForm(forms.Form):
+    """A job's payload as the operator types it: parsed here, checked against the job
+    type's schema by `jobs.state` (its errors go under the field with `add_details`)."""
+
     payload = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
         initial="{}",
         help_text="A JSON object, checked against the job type's schema.",
     )
+
+    @classmethod
+    def editing(cls, payload: Any) -> PayloadForm:
+        """The form holding a stored payload, whole (never elided) and indented."""
+        return cls(initial={"payload": json.dumps(payload, indent=2, ensure_ascii=False)})
+
+    def clean_payload(self) -> Any:
+        text = self.cleaned_data["payload"]
+        try:
+            return limits.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+            ) from exc
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not accepted: {exc}.") from exc
+
+
+class CreateJobForm(PayloadForm):
+    type = forms.ChoiceField(choices=())
     priority = forms.TypedChoiceField(choices=PRIORITY_CHOICES, coerce=int, initial=2)
     scheduled_at = forms.DateTimeField(
         required=False,
@@ -110,17 +132,6 @@ class CreateJobForm(forms.Form):
         names = registry.submittable()
         self.fields["type"].choices = [(name, name) for name in names]  # type: ignore[attr-defined]
         self.schemas = {name: registry.get(name).schema for name in names}
-
-    def clean_payload(self) -> Any:
-        text = self.cleaned_data["payload"]
-        try:
-            return limits.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
-            ) from exc
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not accepted: {exc}.") from exc
 
 
 class PreferenceForm(forms.ModelForm):

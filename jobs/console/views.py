@@ -9,7 +9,6 @@ job became, a 400 puts each message next to its field.
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from .forms import (
     PRIORITY_CHOICES,
     CreateJobForm,
     LimitForm,
+    PayloadForm,
     PreferenceForm,
     WebhookForm,
     add_details,
@@ -254,7 +254,12 @@ def _refused(request: ConsoleRequest, job_id: uuid.UUID, message: str, status: i
 
 
 def _render_job(
-    request: ConsoleRequest, job: Job, *, status: int = 200, action_error: str | None = None
+    request: ConsoleRequest,
+    job: Job,
+    *,
+    status: int = 200,
+    action_error: str | None = None,
+    edit_form: PayloadForm | None = None,
 ) -> HttpResponse:
     attempts = list(job.attempts.all())
     logs, logs_truncated = selectors.recent_logs(job)
@@ -286,6 +291,7 @@ def _render_job(
             end_label="DLQ",
             end_at=job.updated_at,
         )
+        context["edit_form"] = PayloadForm.editing(job.payload) if edit_form is None else edit_form
         return page(request, "console/dlq_detail.html", context, status=status)
     context["explanation"] = explain(job.id)
     return page(request, "console/job_detail.html", context, status=status)
@@ -476,23 +482,27 @@ def bulk_action(request: ConsoleRequest, action: str) -> HttpResponse:
 
 @console_view(methods=POST, operator=True)
 def dlq_edit(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
-    """Edit a dead letter's payload and retry it; the audit log keeps the old payload."""
-    try:
-        payload = json.loads(request.POST.get("payload", ""))
-    except ValueError as error:
-        messages.error(request, f"The payload is not JSON: {error}")
+    """Edit a dead letter's payload and retry it; the audit log keeps the old payload. A
+    refused edit is the page again, with the operator's text and the errors under it."""
+    form = PayloadForm(request.POST)
+    if form.is_valid():
+        try:
+            state.retry_with_payload(job_id, form.cleaned_data["payload"])
+        except state.JobValidationError as error:
+            add_details(form, error.details)
+        except state.InvalidStateError as error:
+            messages.error(request, _moved_on(error))
+            return redirect("console:job-detail", job_id=job_id)
+        except state.JobNotFound:
+            return redirect("console:dlq-detail", job_id=job_id)
+        else:
+            messages.success(request, "Payload saved; the job is pending again.")
+            return redirect("console:job-detail", job_id=job_id)
+    job = selectors.job_with_history(job_id)
+    if job is None or not job.in_dlq:
+        # Purged or retried meanwhile: its DLQ page says which.
         return redirect("console:dlq-detail", job_id=job_id)
-    try:
-        state.retry_with_payload(job_id, payload)
-    except state.JobValidationError as error:
-        for field, problems in error.details.items():
-            messages.error(request, f"{field}: {' '.join(problems)}")
-        return redirect("console:dlq-detail", job_id=job_id)
-    except state.InvalidStateError as error:
-        messages.error(request, _moved_on(error))
-        return redirect("console:job-detail", job_id=job_id)
-    messages.success(request, "Payload saved; the job is pending again.")
-    return redirect("console:job-detail", job_id=job_id)
+    return _render_job(request, job, status=400, edit_form=form)
 
 
 def _selected_ids(data: QueryDict) -> list[uuid.UUID] | None:

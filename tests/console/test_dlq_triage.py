@@ -238,12 +238,30 @@ def test_a_filter_the_ledger_does_not_know_is_refused_not_widened_to_every_job(
     assert refused.value.details == {"created_at_after": ["Unknown query parameter."]}
 
 
+def payload_field(response: Any) -> str:
+    """The payload field of a DLQ job's edit form: its text and the errors under it."""
+    body = response.content.decode()
+    return body[body.index('id="field-payload"') :].split('<div class="field')[0]
+
+
 def test_a_dead_letters_payload_is_edited_validated_and_retried(as_operator: Client) -> None:
     job = dead_letter("send_email", {"to": "a@example.com", "subject": "hi"})
+    stored = payload_field(as_operator.get(f"/dlq/{job['id']}"))
+    assert "&quot;to&quot;: &quot;a@example.com&quot;" in stored
 
+    # A refused edit is shown next to the payload, as the operator typed it (it was thrown
+    # away: a redirect to the page with the old payload and the errors in a banner).
     refused = as_operator.post(f"/dlq/{job['id']}/edit", {"payload": '{"subject": "no to"}'})
-    assert refused.status_code == 302
+    assert refused.status_code == 400
+    field = payload_field(refused)
+    assert "payload.to: This field is required." in field
+    assert "{&quot;subject&quot;: &quot;no to&quot;}</textarea>" in field
     assert Job.objects.get(id=job["id"]).in_dlq  # a payload the schema refuses changes nothing
+    not_json = as_operator.post(f"/dlq/{job['id']}/edit", {"payload": '{"to": "b@example.com",'})
+    assert not_json.status_code == 400
+    field = payload_field(not_json)
+    assert "Not valid JSON: Expecting property name enclosed in double quotes" in field
+    assert "{&quot;to&quot;: &quot;b@example.com&quot;,</textarea>" in field
     as_operator.post(
         f"/dlq/{job['id']}/edit", {"payload": '{"to": "b@example.com", "subject": "hi"}'}
     )
@@ -266,7 +284,9 @@ def test_a_dead_letter_whose_type_this_process_does_not_know_is_edited_and_retri
     job = dead_letter("noop", {})
     Job.objects.filter(id=job["id"]).update(type="removed_in_a_deploy")
     refused = as_operator.post(f"/dlq/{job['id']}/edit", {"payload": '["not", "an object"]'})
-    assert refused.status_code == 302
+    assert refused.status_code == 400
+    field = payload_field(refused)
+    assert "Must be a JSON object." in field and "[&quot;not&quot;, &quot;an object&quot;]" in field
     assert Job.objects.get(id=job["id"]).in_dlq
     taken = as_operator.post(f"/dlq/{job['id']}/edit", {"payload": '{"to": "ops"}'})
     assert taken.status_code == 302
