@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, cast
 
-from django.core.paginator import Paginator
+from django.core.paginator import EmptyPage, Page, Paginator
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
@@ -21,6 +21,9 @@ LIST_PARAMS = frozenset({"page", "limit", "cursor", "format"})
 # Lists count the jobs they match exactly up to this many; above, the count is PostgreSQL's
 # estimate, since an exact count reads every matching row (a million rows: ~100 ms).
 EXACT_COUNT_LIMIT = 10_000
+# PostgreSQL's OFFSET and LIMIT are bigints: a page starting further is past the end of any
+# table it can hold.
+MAX_OFFSET = 2**63 - 1
 
 
 def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[Job]:
@@ -57,11 +60,66 @@ def bounded_count(queryset: QuerySet[Any]) -> tuple[int, bool]:
 
 class BoundedCountPaginator(Paginator):
     """Django's paginator with `bounded_count`: the admin's change lists and the console's
-    lists page through a million jobs without counting them all on every page."""
+    lists page through a million jobs without counting them all on every page.
+
+    Above EXACT_COUNT_LIMIT the count is an estimate (`count_exact` is False), which may be
+    far from the truth (a table not analysed since it grew), so it bounds no page: a page
+    exists when it has rows, and is read with one row more to tell whether another follows.
+    What a page read shows corrects the estimate: at least its rows, and the exact count on
+    the last page. A page past the last row is an EmptyPage for `page`, and for `get_page`
+    the last page, as in Django's paginator: finding it counts the matching rows, once,
+    which costs what skipping to the empty page did (its OFFSET read them all).
+    """
+
+    @property
+    def queryset(self) -> QuerySet[Any]:
+        return cast("QuerySet[Any]", self.object_list)
 
     @cached_property
+    def _counted(self) -> tuple[int, bool]:
+        return bounded_count(self.queryset)
+
+    @property
     def count(self) -> int:
-        return bounded_count(cast("QuerySet[Any]", self.object_list))[0]
+        return self._counted[0]
+
+    @property
+    def count_exact(self) -> bool:
+        return self._counted[1]
+
+    def _correct_count(self, count: int, *, exact: bool) -> None:
+        self.__dict__["_counted"] = (count, exact)
+        self.__dict__.pop("num_pages", None)  # cached by Paginator from the count
+
+    def validate_number(self, number: Any) -> int:
+        try:
+            return super().validate_number(number)
+        except EmptyPage:
+            if self.count_exact or int(number) < 1:
+                raise
+            return int(number)
+
+    def page(self, number: Any) -> Page:
+        if self.count_exact:
+            return super().page(number)
+        number = self.validate_number(number)
+        start = (number - 1) * self.per_page
+        end = start + self.per_page + 1
+        rows = list(self.queryset[start:end]) if end <= MAX_OFFSET else []
+        if not rows and number > 1:
+            raise EmptyPage(self.error_messages["no_results"])
+        if len(rows) > self.per_page:
+            self._correct_count(max(self.count, end), exact=False)
+        else:
+            self._correct_count(start + len(rows), exact=True)
+        return Page(rows[: self.per_page], number, self)
+
+    def get_page(self, number: Any) -> Page:
+        try:
+            return super().get_page(number)
+        except EmptyPage:
+            self._correct_count(self.queryset.count(), exact=True)
+            return super().get_page(number)
 
 
 def job_attempts(job_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -35,15 +35,12 @@ from rest_framework.request import Request
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from jobs.models import Job
-from jobs.selectors import bounded_count
+from jobs.selectors import MAX_OFFSET, bounded_count
 
 PAGE_PARAM = "page"
 LIMIT_PARAM = "limit"
 CURSOR_PARAM = "cursor"
 FIRST = "first"
-# PostgreSQL's OFFSET and LIMIT are bigints: a page starting further is past the end of any
-# table it can hold.
-MAX_OFFSET = 2**63 - 1
 
 
 def _positive_int(

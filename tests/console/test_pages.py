@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -223,6 +224,56 @@ def test_ledger_filters_orders_and_paginates_with_the_users_page_size(
         'class="type-cell">noop'
     )
     assert "data-live-prepend" in first and "data-live-prepend" not in by_priority
+
+
+def analyze_jobs() -> None:
+    """Statistics as of now: a planner's estimate of a list will ignore the jobs created
+    after. (Autovacuum cannot analyse `jobs` again until the test ends: ANALYZE holds its
+    lock to the end of the test's transaction.)"""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs")
+
+
+def test_lists_above_the_exact_count_say_about_and_page_to_their_last_row(
+    as_operator: Client, operator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Above EXACT_COUNT_LIMIT a list's count is the planner's estimate, here 1 for jobs of a
+    # queue (or dead letters) the statistics never saw. It was shown as exact and bounded
+    # the pages: "4 jobs", one page, the oldest jobs out of reach.
+    monkeypatch.setattr("jobs.selectors.EXACT_COUNT_LIMIT", 3)
+    UserPreference.objects.create(user=operator, page_size=10)
+    for _ in range(5):
+        state.enqueue("noop", {}, priority=2)
+    analyze_jobs()
+    reports = [state.enqueue("noop", {"n": n}, priority=2, queue="reports") for n in range(25)]
+
+    first = text(as_operator.get("/jobs?queue=reports"))
+    assert re.search(r"about \d+ jobs match these filters", first)
+    assert re.search(r"Page 1 of about \d+", first)
+    assert "Cancel all matching…" in first  # the confirmation page counts them exactly
+    assert 'href="?queue=reports&amp;page=2">Next' in first
+    second = text(as_operator.get("/jobs?queue=reports&page=2"))
+    assert 'href="?queue=reports&amp;page=3">Next' in second
+    last = text(as_operator.get("/jobs?queue=reports&page=3"))
+    assert last.count('id="job-') == 5 and short_id(reports[0]["id"]) in last
+    assert "25 jobs match these filters" in last and "Page 3 of 3" in last
+    assert '<span class="btn small disabled">Next' in last
+    # A page past the last row shows the last page, as Django's paginator does; one past
+    # any table PostgreSQL can hold is never asked for.
+    for past_the_end in (9, 10**20):
+        past = text(as_operator.get(f"/jobs?queue=reports&page={past_the_end}"))
+        assert short_id(reports[0]["id"]) in past and "Page 3 of 3" in past
+
+    for n in range(12):
+        dead_letter("noop", {"n": n})
+    last_dead = Job.objects.filter(in_dlq=True).order_by("-updated_at", "id").last()
+    first = text(as_operator.get("/dlq"))
+    assert re.search(r"about \d+ jobs used every attempt", first)
+    assert "Purge all matching…" in first
+    assert 'href="?page=2">Next' in first
+    last = text(as_operator.get("/dlq?page=2"))
+    assert "12 jobs used every attempt" in last and "Page 2 of 2" in last
+    assert short_id(last_dead.id) in last and "Purge all 12 matching…" in last
 
 
 def test_ledger_shows_a_bad_filter_next_to_its_field(as_viewer: Client) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -80,9 +79,9 @@ def pretty_json(value: Any) -> display.ShownJson:
 
 
 @register.filter
-def pretty_json_text(value: Any) -> str:
-    """The whole value as indented JSON, for a form to edit (never elided)."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
+def about_unless_exact(number: int, exact: bool) -> str:
+    """A count of a list (`BoundedCountPaginator`), said to be "about" when estimated."""
+    return f"{number:,}" if exact else f"about {number:,}"
 
 
 @register.filter
