@@ -7,6 +7,7 @@ import gc
 import logging
 import os
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -188,6 +189,14 @@ def unstorable(job: JobContext) -> Any:
     return UNSTORABLE_RESULTS[kind]
 
 
+def start_thread(job: JobContext) -> None:
+    """Start a thread that is not a daemon and sleeps `seconds`, and return at once: job
+    code that leaves work behind (a library's background flusher, say)."""
+    threading.Thread(
+        target=time.sleep, args=(job.payload["seconds"],), name="left-behind", daemon=False
+    ).start()
+
+
 def open_transaction(job: JobContext) -> dict[str, Any]:
     """Enter `transaction.atomic()`, query, and return without leaving it: a handler that
     forgot its `__exit__`."""
@@ -264,6 +273,7 @@ HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "echo": (echo, {}),
     "gc_reach": (gc_reach, {}),
     "unstorable": (unstorable, {}),
+    "start_thread": (start_thread, {}),
     "open_transaction": (open_transaction, {}),
     "open_transaction_inline": (open_transaction, {"inline": True}),
     "leave": (leave, {}),

@@ -173,3 +173,14 @@ def test_a_handler_running_longer_than_the_stuck_limit_is_not_run_again(start_wo
     wait_for(lambda: job_status(job["id"]) in ("completed", "failed"), timeout=60)
     assert [(a.status, a.error_type) for a in attempts_of(job["id"])] == [("succeeded", None)]
     assert "WorkerLost" not in worker.logs()
+
+
+def test_a_thread_a_handler_left_running_does_not_hold_the_stopped_worker(start_worker):
+    # Before, the worker logged "stopped (clean)" and the process then waited for the
+    # thread: a supervisor's stop ended in its kill timeout.
+    worker = start_worker()
+    job = state.enqueue("start_thread", {"seconds": 120})
+    wait_for(lambda: job_status(job["id"]) == "completed", timeout=60)
+    worker.send(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    assert "left-behind" in worker.logs()

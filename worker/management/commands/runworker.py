@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from jobs.command_options import non_negative_int, positive_int
+from jobs.events import background_publisher
 from jobs.queue_names import QueueSelection, name_errors
 from worker.schedulers import SCHEDULERS
 from worker.worker import Worker
@@ -127,8 +129,10 @@ class Command(BaseCommand):
         finally:
             codes = [child.wait() for child in children]
         # A lane killed by a signal has a negative code.
-        if code or any(codes):
-            sys.exit(code or 1)
+        code = code or (1 if any(codes) else 0)
+        _leave_threads_handlers_started(code)
+        if code:
+            sys.exit(code)
 
     @staticmethod
     def _start_lane(name: str, slots: int, options: dict[str, Any]) -> subprocess.Popen[bytes]:
@@ -168,6 +172,28 @@ def _watch_lane(name: str, child: subprocess.Popen[bytes], worker: Worker) -> No
         worker.request_stop()
 
     threading.Thread(target=watch, name=f"lane-{name}", daemon=True).start()
+
+
+def _leave_threads_handlers_started(code: int) -> None:
+    """Exit with `code` now if threads that job code started (not daemons) still run: Python
+    would wait for them after the worker has stopped, until a supervisor's kill."""
+    left = [
+        thread.name
+        for thread in threading.enumerate()
+        if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()
+    ]
+    if not left:
+        return
+    logger.warning(
+        "threads started by handlers still run (%s): the worker exits without them",
+        ", ".join(left),
+    )
+    # What the exit handlers would have done: the last events out, the log flushed.
+    background_publisher.flush()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _pass_on(signum: int, children: list[subprocess.Popen[bytes]]) -> None:
