@@ -98,6 +98,12 @@ class SchedulerBackend(BaseTaskBackend):
         super().validate_task(task)
         if wrong := queue_names.name_errors(task.queue_name):
             raise InvalidTaskError(f"queue_name {task.queue_name!r}: {wrong[0]}")
+        if task.func.__module__ == "__main__":
+            raise InvalidTaskError(
+                f"Task {task.name!r} is defined in __main__ (a script or the shell): a worker "
+                "cannot import it, so its jobs would wait forever. Define it in a module of "
+                "an installed app."
+            )
         name = task.module_path
         if wrong := type_name_errors(name):
             raise InvalidTaskError(f"Task path {name!r}: {wrong[0]}")

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.db import connections, transaction
 from django.test import override_settings
 from django.utils import timezone
-from django_tasks import TaskResult, TaskResultStatus, task_backends
+from django_tasks import TaskResult, TaskResultStatus, task, task_backends
 from django_tasks.backends.immediate import ImmediateBackend
 from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
 
@@ -273,6 +273,20 @@ def test_queue_name_is_the_jobs_queue_and_one_of_the_backends_queues(declared: N
         assert Job.objects.get(id=tasks.add.using(queue_name="x").enqueue(1, 2).id).queue == "x"
         with pytest.raises(InvalidTaskError, match="A queue name is"):
             tasks.add.using(queue_name="no/slash").enqueue(1, 2)
+
+
+def test_a_task_defined_in_a_script_or_the_shell_is_refused_when_enqueued(declared: None) -> None:
+    # Its type would be `__main__.<name>`: no worker can import it, so before, its job was
+    # accepted and waited forever, the worker logging only that it had no handler.
+    def in_a_script(x: int) -> int:
+        return x
+
+    in_a_script.__module__ = "__main__"
+    in_a_script.__qualname__ = in_a_script.__name__
+    jobs_before = Job.objects.count()
+    with pytest.raises(InvalidTaskError, match="defined in __main__"):
+        task(in_a_script).enqueue(1)
+    assert Job.objects.count() == jobs_before
 
 
 def test_only_task_jobs_have_task_results(declared: None) -> None:
