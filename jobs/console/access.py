@@ -96,10 +96,13 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW. The console's forms fail it when their page outlived its token (a
     login in another tab renews it): an htmx button reloads the page with a note (its
     answer would replace the row), a form gets a console page saying what to do. Elsewhere
-    (the admin, the login page), Django's own page."""
+    (the admin, the login page), Django's own page. A console request whose session is
+    gone too (every cookie cleared) goes where the view would have sent it: the login page."""
     htmx = getattr(request, "htmx", None)
-    if not request.user.is_authenticated or request.path.startswith(("/admin/", "/accounts/")):
+    if request.path.startswith(("/admin/", "/accounts/")):
         return django_csrf_failure(request, reason)
+    if not request.user.is_authenticated:
+        return to_login(request)
     if htmx:
         messages.warning(request, f"{EXPIRED} It is reloaded now: do it again.")
         return HttpResponseClientRefresh()

@@ -12,7 +12,6 @@ from django.conf import settings
 from django.db.models import Max, Min, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
-from django.utils.timesince import timesince
 
 from jobs import stats
 from jobs.display import STATES, job_display_state
@@ -112,9 +111,19 @@ def _for(kept: timedelta) -> str:
     return f"for {_duration(kept)} after they finished"
 
 
+_UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
+
+
 def _duration(span: timedelta) -> str:
-    now = timezone.now()
-    return timesince(now - span, now)
+    """A configured span as set, in exact units: 90 days is "90 days" (Django's `timesince`,
+    which counts calendar months back from today, said "2 months, 4 weeks")."""
+    left = round(span.total_seconds())
+    parts = []
+    for unit, size in _UNITS:
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count:,} {unit}{'' if count == 1 else 's'}")
+    return ", ".join(parts) or "0 seconds"
 
 
 @dataclass(frozen=True)
@@ -326,6 +335,8 @@ def mask_value(name: str, value: object) -> str:
     if any(word in name for word in _SECRET_WORDS) and not name.endswith(_QUANTITY_ENDINGS):
         return MASK if value else "(not set)"
     text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    if not text:
+        return "(empty)"
     try:
         parts = urlsplit(text)
         password = parts.password

@@ -296,3 +296,19 @@ def test_entries_past_their_retention_are_pruned(operator_client: APIClient, set
     retention.prune(limit=100, continues=False)
     assert not AuditEntry.objects.filter(pk=old.pk).exists()
     assert AuditEntry.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (90 * 86_400, "kept for 90 days."),
+        (86_400 + 3_600, "kept for 1 day, 1 hour."),
+        (0, "kept forever."),
+    ],
+)
+def test_the_audit_page_says_its_retention_as_configured(
+    viewer: Any, settings: Any, seconds: int, said: str
+) -> None:
+    # 90 days read "2 months, 4 weeks" (Django's timesince counts calendar months).
+    settings.SCHEDULER_RETAIN_AUDIT = seconds
+    assert said in logged_in(viewer).get("/audit").content.decode()

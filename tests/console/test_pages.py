@@ -14,6 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs import queues, state
+from jobs.console.templatetags.console import when
 from jobs.models import Job, JobStatus, Limit, UserPreference, Webhook, Worker
 from jobs.representation import short_id
 
@@ -384,6 +385,12 @@ def test_an_action_from_a_page_whose_session_or_form_expired_reloads_rather_than
     form = stale.post(f"/jobs/{pending['id']}/cancel")
     assert form.status_code == 403
     assert "The page had expired" in text(form) and 'class="topbar' in text(form)
+    # Every cookie cleared (no session, no CSRF cookie): the CSRF check fails first, and
+    # Django's bare 403 page was swapped into the table. It goes to the login page too.
+    cleared = Client(enforce_csrf_checks=True)
+    refused = cleared.post(f"/jobs/{pending['id']}/cancel", **htmx)
+    assert refused["HX-Redirect"] == "/accounts/login/?next=/jobs%3Ftype%3Dnoop"
+    assert cleared.post(f"/jobs/{pending['id']}/cancel").url.startswith("/accounts/login/")
     assert Job.objects.get(id=pending["id"]).status == JobStatus.PENDING
 
 
@@ -553,6 +560,13 @@ def test_settings_masks_secrets(viewer: Any, settings: Any) -> None:
     assert "SCHEDULER_DEFAULT_MAX_RETRIES" in body and "CONSOLE_STALE_WORKER_SECONDS" in body
 
 
+def test_settings_says_a_setting_left_empty_is_empty(viewer: Any, settings: Any) -> None:
+    # An empty value (no rate limit) was a blank cell, which read as a page that failed.
+    settings.API_RATE_LIMIT = ""
+    body = text(login(viewer).get("/settings"))
+    assert re.search(r"API_RATE_LIMIT</[^>]+>\s*<[^>]+>\(empty\)<", body)
+
+
 def test_every_console_form_carries_a_csrf_token(as_operator: Client) -> None:
     dead = dead_letter()
     state.enqueue("noop", {}, priority=2)
@@ -596,6 +610,9 @@ def test_operator_manages_webhooks_from_settings(as_operator: Client) -> None:
     delivery = Job.objects.get(type="http_request")
     assert f"Test delivery queued as job {short_id(delivery.id)}" in text(tested)
     assert delivery.payload["url"] == "https://hooks.example.com/hooks"
+    # Removing one is confirmed first, as deleting a schedule is: it was one click.
+    confirm = page[page.index('<summary class="btn small ghost">Remove…</summary>') :]
+    assert confirm.index("Remove this webhook?") < confirm.index(">Remove webhook</button>")
     as_operator.post(f"/settings/webhooks/{hook.id}/delete")
     assert not Webhook.objects.exists()
 
@@ -757,3 +774,11 @@ def test_a_viewer_sees_queues_and_limits_but_cannot_act(as_viewer) -> None:
     page = text(as_viewer.get("/queues"))
     assert "emails" in page and "/queues/emails/pause" not in page and "Save limit" not in page
     assert as_viewer.post("/queues/emails/pause").status_code == 403
+
+
+def test_a_time_in_a_list_names_its_year_when_it_is_not_this_years() -> None:
+    now = timezone.localtime(timezone.now())
+    # "Jun 06, 23:05" was last June or the one before: a month's history spans New Year.
+    last_year = now.replace(year=now.year - 1, month=6, day=6, hour=23, minute=5)
+    assert f">Jun 06 {now.year - 1}, 23:05</time>" in when(last_year)
+    assert now.strftime(">%H:%M:%S</time>") in when(now)

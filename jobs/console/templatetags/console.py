@@ -47,12 +47,18 @@ def display_states_script() -> SafeString:
 
 @register.filter
 def when(value: datetime | None) -> SafeString | str:
-    """A time in the viewer's time zone: the clock for today, the date otherwise."""
+    """A time in the viewer's time zone: the clock for today, the date otherwise, with its
+    year when it is not this year's (a month's history reaches back over New Year)."""
     if value is None:
         return "—"
     local = timezone.localtime(value)
     today = timezone.localtime(timezone.now()).date()
-    shown = local.strftime("%H:%M:%S") if local.date() == today else local.strftime("%b %d, %H:%M")
+    if local.date() == today:
+        shown = local.strftime("%H:%M:%S")
+    elif local.year == today.year:
+        shown = local.strftime("%b %d, %H:%M")
+    else:
+        shown = local.strftime("%b %d %Y, %H:%M")
     return format_html(
         '<time datetime="{}" title="{}">{}</time>',
         value.isoformat(),
