@@ -14,11 +14,13 @@ far), so neither the handler timeout nor the rescue of jobs stuck in processing 
 
 from __future__ import annotations
 
+import operator
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import reduce
 from typing import Any
 
 from django.conf import settings
@@ -27,8 +29,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from . import audit, state
-from .filters import JobFilter
-from .models import IdempotencyKey, Job
+from .filters import DLQ, JobFilter, status_condition
+from .models import IdempotencyKey, Job, JobStatus
 
 BULK_TYPE = "bulk_action"
 # Its type's queue: an operator stopping a flood pauses the flood's queue first, and the
@@ -41,8 +43,13 @@ BATCH = 500
 class Action:
     verb: str  # how a sentence names it: "retried"
     run: Callable[[Sequence[uuid.UUID]], int]
-    # What a job must be for the action to apply; the transition's guard decides anyway.
-    applies: Q
+    # The `status` filter values (`jobs.filters`) of the jobs the action applies to; the
+    # transition's guard decides anyway.
+    statuses: tuple[str, ...]
+
+    @property
+    def applies(self) -> Q:
+        return reduce(operator.or_, map(status_condition, self.statuses))
 
 
 def _retry(ids: Sequence[uuid.UUID]) -> int:
@@ -54,13 +61,11 @@ def _cancel(ids: Sequence[uuid.UUID]) -> int:
 
 
 ACTIONS = {
-    "retry": Action("retried", _retry, Q(in_dlq=True)),
+    "retry": Action("retried", _retry, (DLQ,)),
     "cancel": Action(
-        "cancelled",
-        _cancel,
-        Q(status__in=["pending", "processing"]) | Q(status="failed", in_dlq=False),
+        "cancelled", _cancel, (JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.FAILED)
     ),
-    "purge": Action("purged", state.purge_many, Q(in_dlq=True)),
+    "purge": Action("purged", state.purge_many, (DLQ,)),
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import django_filters
 from django import forms
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_date, parse_datetime
 
 from .limits import EPOCH, MAX_MILLISECONDS, OUT_OF_RANGE_MESSAGE, written_year_in_range
@@ -208,19 +208,24 @@ class JobFilter(django_filters.FilterSet):
         }
 
     def filter_status(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
-        # Both columns named, so that a status's jobs are one range of
-        # `jobs_status_created_idx` in the list's order, however few they are and however
-        # old. Only a failed job is ever in the DLQ (`jobs_dlq_is_failed`): `in_dlq=False`
-        # leaves the other statuses' jobs as they are.
-        if value == DLQ:
-            return queryset.filter(status=JobStatus.FAILED, in_dlq=True)
-        return queryset.filter(status=value, in_dlq=False)
+        return queryset.filter(status_condition(value))
 
     def filter_queryset(self, queryset: QuerySet[Job]) -> QuerySet[Job]:
         queryset = super().filter_queryset(queryset)
         return queryset.order_by(
             *list_order(self.form.cleaned_data.get("ordering") or [DEFAULT_ORDERING])
         )
+
+
+def status_condition(value: str) -> Q:
+    """The jobs a `status` filter value (a job status, or `dlq`) means."""
+    # Both columns named, so that a status's jobs are one range of `jobs_status_created_idx`
+    # in the list's order, however few they are and however old. Only a failed job is ever
+    # in the DLQ (`jobs_dlq_is_failed`): `in_dlq=False` leaves the other statuses' jobs as
+    # they are.
+    if value == DLQ:
+        return Q(status=JobStatus.FAILED, in_dlq=True)
+    return Q(status=value, in_dlq=False)
 
 
 def list_order(keys: list[str]) -> list[str]:

@@ -157,7 +157,12 @@ def ledger(request: ConsoleRequest) -> HttpResponse:
             "time_fields": [(name, name.replace("_", " ").capitalize()) for name in TIME_FIELDS],
             # New jobs are prepended live only where they belong: newest first, first page.
             "live_prepend": page_obj.number == 1 and ordering in ("", DEFAULT_ORDERING),
-            "bulk_actions": list(bulk.ACTIONS),
+            # Only those that can apply to the jobs of the status filtered on.
+            "bulk_actions": [
+                name
+                for name, action in bulk.ACTIONS.items()
+                if not request.GET.get("status") or request.GET["status"] in action.statuses
+            ],
         },
     )
 

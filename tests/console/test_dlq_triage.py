@@ -4,6 +4,7 @@ running as a job of its own in bounded batches."""
 
 from __future__ import annotations
 
+import re
 import uuid
 import zoneinfo
 from datetime import datetime, timedelta
@@ -18,7 +19,7 @@ from jobs import bulk, queues, state
 from jobs.models import AuditEntry, Job, JobStatus, UserPreference
 from jobs.sql import query
 
-from .helpers import dead_letter
+from .helpers import completed, dead_letter
 
 pytestmark = pytest.mark.django_db
 
@@ -215,6 +216,26 @@ def test_ledger_offers_bulk_actions_on_a_filtered_list(as_operator: Client) -> N
     page = as_operator.get("/jobs", {"type": "noop"}).content.decode()
     assert "Cancel all 1 matching…" in page
     assert "Retry all 1 matching…" in page
+
+
+@pytest.mark.parametrize(
+    ("status", "offered"),
+    [
+        ("completed", []),
+        ("pending", ["Cancel"]),
+        ("dlq", ["Retry", "Purge"]),
+        ("", ["Retry", "Cancel", "Purge"]),
+    ],
+)
+def test_the_ledger_offers_only_the_bulk_actions_its_status_filter_allows(
+    as_operator: Client, status: str, offered: list[str]
+) -> None:
+    # "Purge all 10001 matching…" on completed jobs led to "Purge all 0 matching jobs?".
+    completed("noop")
+    dead_letter("noop", {})
+    state.enqueue("noop", {}, priority=2)
+    page = as_operator.get("/jobs", {"type": "noop", "status": status}).content.decode()
+    assert re.findall(r">(\w+) all (?:\d+ )?matching…<", page) == offered
 
 
 def test_a_filter_the_ledger_does_not_know_is_refused_not_widened_to_every_job(
