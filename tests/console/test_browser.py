@@ -263,6 +263,12 @@ def test_the_longest_names_and_unbroken_errors_stay_inside_the_page(page: Page) 
             page.goto(path)
             if page.evaluate("document.documentElement.scrollWidth > window.innerWidth"):
                 overflowing.append((width, path))
+        # A row's buttons are in sight, not past the end of a table scrolled in its panel.
+        page.goto(f"/jobs?queue={long_queue}")
+        expect(page.locator(f"#job-{waiting['id']} .actions button").first).to_be_in_viewport(
+            ratio=1
+        )
+        page.goto(f"/jobs/{join['id']}")
         box = page.locator(".job-graph .graph-node rect").first.bounding_box()
         node_widths.add(round(box["width"]) if box else None)
         # The panel opens on this job, not on the middle of its upstream row.
