@@ -111,19 +111,22 @@ def _for(kept: timedelta) -> str:
     return f"for {_duration(kept)} after they finished"
 
 
+_WEEK = ("week", 604_800)
 _UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
 
 
 def _duration(span: timedelta) -> str:
-    """A configured span as set, in exact units: 90 days is "90 days" (Django's `timesince`,
-    which counts calendar months back from today, said "2 months, 4 weeks")."""
+    """A configured span as set, in exact units: 90 days is "90 days", 7 "1 week" (Django's
+    `timesince`, which counts calendar months back from today, said "2 months, 4 weeks").
+    Weeks only for a whole number of them: "12 weeks, 6 days" reads worse than "90 days"."""
     left = round(span.total_seconds())
+    units = _UNITS if left % _WEEK[1] else (_WEEK, *_UNITS)
     parts = []
-    for unit, size in _UNITS:
+    for unit, size in units:
         count, left = divmod(left, size)
         if count:
-            parts.append(f"{count:,} {unit}{'' if count == 1 else 's'}")
-    return ", ".join(parts) or "0 seconds"
+            parts.append(f"{count:,}\xa0{unit}{'' if count == 1 else 's'}")
+    return ", ".join(parts) or "0\xa0seconds"
 
 
 @dataclass(frozen=True)

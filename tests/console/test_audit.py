@@ -301,8 +301,9 @@ def test_entries_past_their_retention_are_pruned(operator_client: APIClient, set
 @pytest.mark.parametrize(
     ("seconds", "said"),
     [
-        (90 * 86_400, "kept for 90 days."),
-        (86_400 + 3_600, "kept for 1 day, 1 hour."),
+        (90 * 86_400, "kept for 90\xa0days."),
+        (86_400 + 3_600, "kept for 1\xa0day, 1\xa0hour."),
+        (14 * 86_400, "kept for 2\xa0weeks."),
         (0, "kept forever."),
     ],
 )
