@@ -97,12 +97,14 @@ class BearerTokenAuthentication(BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if not header:
+        scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+        if scheme.lower() != self.keyword.lower():
+            # Another scheme is not ours to judge, as DRF's authenticators do: a browser
+            # behind a proxy with Basic authentication sends its header on every request,
+            # and the console's session must still count (its calls, its event stream).
             return None
         failures = FailedTokenAttempts(request)
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != self.keyword.lower() or not token.strip():
+        if not token.strip():
             failures.refuse_if_over_limit(failures.count())
             failures.record()
             raise AuthenticationFailed("Use 'Authorization: Bearer <token>'.")

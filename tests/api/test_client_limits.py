@@ -103,8 +103,21 @@ def test_an_ended_period_counts_for_nothing_and_the_next_failure_deletes_it(
     assert dict(FailedTokenCount.objects.values_list("address", "failures")) == {"203.0.113.71": 1}
 
 
-def test_a_malformed_header_is_a_failed_attempt(settings):
+def test_an_empty_bearer_header_is_a_failed_attempt(settings):
     settings.API_TOKEN_FAILURE_LIMIT = "2/min"
     client = APIClient(REMOTE_ADDR="203.0.113.72")
-    answers = [client.get(JOBS, HTTP_AUTHORIZATION="Basic eDp5") for _ in range(3)]
+    answers = [client.get(JOBS, HTTP_AUTHORIZATION="Bearer ") for _ in range(3)]
     assert [answer.status_code for answer in answers] == [401, 401, 429]
+
+
+def test_another_scheme_is_no_failed_attempt_and_a_session_still_counts(settings, viewer):
+    # A browser behind a proxy with Basic authentication sends its header on every request:
+    # the console's own calls and event stream were 401, and ten pages locked the address.
+    settings.API_TOKEN_FAILURE_LIMIT = "2/min"
+    signed_in = APIClient(REMOTE_ADDR="203.0.113.73")
+    signed_in.force_login(viewer)
+    answers = [signed_in.get(JOBS, HTTP_AUTHORIZATION="Basic eDp5") for _ in range(3)]
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    anonymous = APIClient(REMOTE_ADDR="203.0.113.73").get(JOBS, HTTP_AUTHORIZATION="Basic eDp5")
+    assert_error(anonymous, 401, "not_authenticated")
+    assert not FailedTokenCount.objects.exists()
