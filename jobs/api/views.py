@@ -201,6 +201,12 @@ class JobStatsView(ApiView):
 class MetricsView(ApiView):
     """Prometheus text, authenticated like every API read (a viewer's token will do)."""
 
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # The exposition format is prometheus_client's choice from Accept (text, or
+        # OpenMetrics); the API's renderers, JSON only, would refuse a scraper that names
+        # one (406). An error answer is still the JSON envelope.
+        return super().perform_content_negotiation(request, force=True)
+
     @extend_schema(exclude=True)
     def get(self, request: Request) -> HttpResponse:
         encoder, content_type = choose_encoder(request.META.get("HTTP_ACCEPT", ""))

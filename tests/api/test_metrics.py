@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
@@ -33,6 +34,26 @@ def test_metrics_need_credentials_like_the_api(anon_client: APIClient) -> None:
     response = anon_client.get("/metrics")
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "not_authenticated"
+
+
+@pytest.mark.parametrize(
+    ("accept", "served"),
+    [
+        ("text/plain", "text/plain; version=0.0.4"),
+        ("text/plain;version=0.0.4;q=0.9,*/*;q=0.1", "text/plain; version=0.0.4"),
+        ("application/openmetrics-text", "application/openmetrics-text; version=1.0.0"),
+        ("application/openmetrics-text; version=1.0.0", "application/openmetrics-text"),
+    ],
+)
+def test_a_scraper_gets_the_text_format_it_asks_for(
+    viewer_client: APIClient, accept: str, served: str
+) -> None:
+    # Asked for by name (not with */*, as Prometheus's default does), both were a 406: the
+    # API's content negotiation, which knows only JSON, refused them.
+    response = viewer_client.get("/metrics", HTTP_ACCEPT=accept)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith(served)
+    assert b"scheduler_jobs" in response.content
 
 
 def test_jobs_of_two_queues_are_counted_under_their_own_queue(
