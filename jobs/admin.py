@@ -15,9 +15,9 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin import helpers
-from django.contrib.admin.options import BaseModelAdmin
+from django.contrib.admin.options import BaseModelAdmin, IncorrectLookupParameters, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
@@ -105,7 +105,12 @@ class PriorityFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
-        return queryset.filter(priority=value) if value else queryset
+        if not value:
+            return queryset
+        if value not in {str(priority) for priority, _ in PRIORITY_CHOICES}:
+            # The admin's answer to a filter value that cannot be: the list with "?e=1".
+            raise IncorrectLookupParameters(f"No priority {value!r}.")
+        return queryset.filter(priority=int(value))
 
 
 class JobTypeFilter(admin.SimpleListFilter):

@@ -85,6 +85,12 @@ def test_job_list_filters_and_search(superuser_client: Client, worker: Worker) -
     assert listed("?q=send_") == {relaxed.id}
     assert listed("?q=not-a-uuid-nor-a-type") == set()
 
+    # A priority that cannot be is the admin's "?e=1" (the list unfiltered, with a note),
+    # as a value its own filters cannot read is; one that was no number was a 500.
+    for bad in ("?priority__exact=abc", "?priority__exact=7"):
+        refused = superuser_client.get(JOBS + bad)
+        assert (refused.status_code, refused.get("Location")) == (302, JOBS + "?e=1"), bad
+
     page = superuser_client.get(JOBS).content.decode()
     assert "Failed · in the dead-letter queue" in page
     assert "Add job" not in page
