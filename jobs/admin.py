@@ -15,9 +15,9 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.options import BaseModelAdmin, IncorrectLookupParameters, messages
+from django.contrib.admin.options import BaseModelAdmin, IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
