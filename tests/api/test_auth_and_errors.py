@@ -199,6 +199,15 @@ def test_create_api_token_defaults_new_users_to_viewer_and_keeps_existing_roles(
     assert_error(client.post(JOBS, NEW_JOB, format="json"), 403, "permission_denied")
 
 
+def test_create_api_token_will_not_call_a_staff_user_a_viewer():
+    # Staff users are operators (console.md): it printed "with role viewer" and the token
+    # could write.
+    get_user_model().objects.create(username="stella", is_staff=True)
+    with pytest.raises(CommandError, match="'stella' is staff, and staff users are operators"):
+        run_create_api_token("stella", "--role", "viewer")
+    assert not ApiToken.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("username", "message"),
     [

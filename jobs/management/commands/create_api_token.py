@@ -38,6 +38,11 @@ class Command(BaseCommand):
                 user = user_model(**{user_model.USERNAME_FIELD: self._valid(username)})
                 user.set_unusable_password()
                 user.save()
+            if role == Role.VIEWER and (user.is_staff or user.is_superuser):
+                raise CommandError(
+                    f"{username!r} is staff, and staff users are operators whatever their "
+                    "group: a read-only token needs a user that is not staff."
+                )
             if created or role is not None:
                 assign_role(user, Role(role or Role.VIEWER))
             token = issue_token(user)
