@@ -30,6 +30,8 @@ from jobs.state import (
     JobValidationError,
 )
 
+from .throttling import TooManyFailedTokens
+
 logger = logging.getLogger("jobs.api")
 
 NOT_FOUND_MESSAGE = "Not found."
@@ -144,6 +146,8 @@ def _envelope_of(exc: Exception) -> tuple[int, str, str, Any] | None:
         return 400, "malformed_json", str(exc.detail), {}
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         return 401, "not_authenticated", str(exc.detail), {}
+    if isinstance(exc, TooManyFailedTokens):
+        return 429, "rate_limited", exc.message, {}
     if isinstance(exc, exceptions.Throttled):
         return 429, "rate_limited", "Too many requests. Retry after the Retry-After seconds.", {}
     if isinstance(exc, exceptions.APIException):

@@ -37,6 +37,16 @@ class ConfiguredRateThrottle(SimpleRateThrottle):
         return client_address(request)
 
 
+class TooManyFailedTokens(Throttled):
+    """Refused because of the failed token attempts from the client's address, good token or
+    not: said so (`message`), since a client sharing the address did nothing wrong itself."""
+
+    def __init__(self, wait: int) -> None:
+        self.seconds = wait
+        self.message = f"Too many failed token attempts from this address: wait {wait} s."
+        super().__init__(wait=wait, detail=self.message)
+
+
 class FailedTokenAttempts:
     """The failed token attempts of one client address in the current period, counted in
     PostgreSQL (`FailedTokenCount`): the token lookup of `jobs.api.auth` reads the count in
@@ -51,10 +61,7 @@ class FailedTokenAttempts:
         """Refuse this request when `failures`, the count read for this address, is at the
         limit: then even a good token is refused, so that guessing learns nothing."""
         if self.limit and (failures or 0) >= self.limit:
-            raise Throttled(
-                wait=self.period,
-                detail=f"Too many failed token attempts from this address: wait {self.period} s.",
-            )
+            raise TooManyFailedTokens(self.period)
 
     def count(self) -> int | None:
         """The count of this period, for a request that has no token to look up."""

@@ -24,10 +24,11 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.exceptions import AuthenticationFailed, Throttled
+from rest_framework.exceptions import AuthenticationFailed
 
 from jobs.api.auth import BearerTokenAuthentication
 from jobs.api.errors import error_body, method_not_allowed
+from jobs.api.throttling import TooManyFailedTokens
 from jobs.events import STATS_UPDATED
 from jobs.stats import current_stats
 
@@ -54,9 +55,9 @@ def _refusal(request: HttpRequest) -> JsonResponse | None:
         found = BearerTokenAuthentication().authenticate(request)  # type: ignore[arg-type]
     except AuthenticationFailed as exc:
         return _unauthenticated(str(exc.detail))
-    except Throttled as exc:
-        response = _error(429, "rate_limited", str(exc.detail))
-        response["Retry-After"] = str(getattr(exc, "wait", None) or 60)
+    except TooManyFailedTokens as exc:
+        response = _error(429, "rate_limited", exc.message)
+        response["Retry-After"] = str(exc.seconds)
         return response
     if found is not None or request.user.is_authenticated:
         return None

@@ -71,8 +71,13 @@ def test_failed_token_attempts_are_limited_per_client_address(settings, viewer_c
 
     # Now even a good token is refused from there, for the rest of the minute...
     refused = guesser.get(JOBS, HTTP_AUTHORIZATION=good)
-    assert_error(refused, 429, "rate_limited")
+    error = assert_error(refused, 429, "rate_limited")
     assert int(refused["Retry-After"]) == 60
+    # Said as it is: a client sharing the address (a proxy, a NAT) learns why its good
+    # token is refused, where the API's answer was that of a request rate.
+    assert error["message"] == "Too many failed token attempts from this address: wait 60 s."
+    stream = guesser.get("/api/jobs/stream", HTTP_AUTHORIZATION=good)
+    assert stream.json()["error"]["message"] == error["message"]
     stream = guesser.get("/api/jobs/stream", HTTP_AUTHORIZATION=good)
     assert_error(stream, 429, "rate_limited")
     # ... while other addresses, and requests without a token, are served.
