@@ -19,6 +19,8 @@ from jobs import state
 from jobs.api.auth import issue_token
 from jobs.models import Job, JobAttempt, JobLog, JobStatus, Schedule, Webhook, Worker
 
+from .test_pages import analyze_jobs
+
 # Transactional: the claim compares run_at with now(), which a test transaction would freeze.
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -427,3 +429,20 @@ def test_schedules_show_their_next_run_and_are_paused_and_resumed_by_actions(
     schedule.refresh_from_db()
     assert not schedule.paused
     assert Job.objects.filter(schedule=schedule, status=JobStatus.PENDING).count() == 1
+
+
+def test_an_estimated_count_in_the_admin_says_about(
+    superuser_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As the console's lists say it (BoundedCountPaginator): "5 jobs" was the planner's
+    # estimate of 30, printed as exact.
+    monkeypatch.setattr("jobs.selectors.EXACT_COUNT_LIMIT", 3)
+    for _ in range(5):
+        state.enqueue("noop", {}, priority=2)
+    analyze_jobs()
+    for _ in range(25):
+        state.enqueue("noop", {}, priority=2, queue="reports")
+    listed = superuser_client.get(JOBS).content.decode()
+    assert re.search(r"about \d+ jobs\s", listed)
+    exact = superuser_client.get(JOBS + "?type=send_email").content.decode()
+    assert re.search(r"\s0 jobs\s", exact) and "about" not in exact
