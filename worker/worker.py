@@ -36,7 +36,7 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from queue import Empty, SimpleQueue
@@ -243,15 +243,13 @@ class Worker:
             status=WorkerStatus.STOPPED, stopped_at=timezone.now()
         )
 
+    def _holdings(self) -> tuple[Collection[uuid.UUID], ...]:
+        """The ids of the jobs this worker may hold in the database, by why: running, being
+        claimed, claimed by a statement whose answer was lost, being reported."""
+        return (self.processor.running, self._claiming, self._unanswered, self._reporting)
+
     def _held(self) -> set[uuid.UUID]:
-        """The jobs this worker may hold in the database: running, being claimed or reported,
-        or claimed by a statement whose answer was lost."""
-        return {
-            *self.processor.running,
-            *self._claiming,
-            *self._unanswered,
-            *self._reporting,
-        }
+        return set().union(*self._holdings())
 
     def _build_units(self) -> None:
         heartbeat = settings.SCHEDULER_HEARTBEAT_INTERVAL
@@ -373,7 +371,7 @@ class Worker:
         if not stopping:
             self._claim()
 
-        busy = bool(self.processor.running or self._reporting or self._claiming or self._unanswered)
+        busy = any(self._holdings())
         if not busy and (stopping or self._quota_reached()):
             return -1
         if self.once and not busy and not self.scheduler:
