@@ -41,9 +41,12 @@ help:
 	@echo "make screenshots regenerate static/screenshots/*.png"
 	@echo "make clean       remove .venv and .data (all local data)"
 
-$(STAMP): requirements.lock
+# uv installs the lock in 7 s where pip took 33 (pip compiles each file's bytecode in turn),
+# and `sync` also removes what the lock no longer names. pip only fetches uv, by its hashes.
+$(STAMP): requirements.lock requirements-uv.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements-uv.lock
+	$(BIN)/uv pip sync --quiet --python $(PY) --require-hashes --compile-bytecode requirements.lock
 	touch $(STAMP)
 
 install: $(STAMP)
