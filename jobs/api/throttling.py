@@ -61,7 +61,15 @@ class FailedTokenAttempts:
         """Refuse this request when `failures`, the count read for this address, is at the
         limit: then even a good token is refused, so that guessing learns nothing."""
         if self.limit and (failures or 0) >= self.limit:
-            raise TooManyFailedTokens(self.period)
+            raise TooManyFailedTokens(self.seconds_left())
+
+    def seconds_left(self) -> int:
+        """What is left of this address's period: its client may come back then, not a
+        whole period after each refused try. Read only when refusing."""
+        with connection.cursor() as cursor:
+            cursor.execute(SECONDS_LEFT, {"address": self.address})
+            row = cursor.fetchone()
+        return max(1, int(row[0])) if row else 1
 
     def count(self) -> int | None:
         """The count of this period, for a request that has no token to look up."""
@@ -84,6 +92,10 @@ class FailedTokenAttempts:
 # token's statement (jobs.api.auth).
 CURRENT_FAILURES = """
 SELECT f.failures FROM api_token_failures f
+WHERE f.address = %(address)s AND f.period_ends > now()
+"""
+SECONDS_LEFT = """
+SELECT ceil(extract(epoch FROM f.period_ends - now())) FROM api_token_failures f
 WHERE f.address = %(address)s AND f.period_ends > now()
 """
 DELETE_ENDED_PERIODS = """

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db.models.expressions import RawSQL
 from django.test import RequestFactory
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -85,6 +86,25 @@ def test_failed_token_attempts_are_limited_per_client_address(settings, viewer_c
         APIClient(REMOTE_ADDR="203.0.113.67").get(JOBS, HTTP_AUTHORIZATION=good).status_code == 200
     )
     assert guesser.get("/api/v1/health").status_code == 200
+
+
+def test_a_refusal_for_failed_tokens_says_what_is_left_of_the_period(settings, viewer_client):
+    settings.API_TOKEN_FAILURE_LIMIT = "3/min"
+    good = viewer_client._credentials["HTTP_AUTHORIZATION"]
+    guesser = APIClient(REMOTE_ADDR="203.0.113.68")
+    for n in range(3):
+        guesser.get(JOBS, HTTP_AUTHORIZATION=f"Bearer jsk_guess-{n}")
+    # 40 s of the minute have gone by (`now()`, as the server reads the period: the time its
+    # transaction, here the test's, began).
+    FailedTokenCount.objects.filter(address="203.0.113.68").update(
+        period_ends=RawSQL("now() + interval '20 seconds'", [])
+    )
+
+    refused = guesser.get(JOBS, HTTP_AUTHORIZATION=good)
+    error = assert_error(refused, 429, "rate_limited")
+    left = int(refused["Retry-After"])
+    assert left == 20
+    assert error["message"] == f"Too many failed token attempts from this address: wait {left} s."
 
 
 def test_successful_token_use_is_not_counted(settings, viewer_client):
