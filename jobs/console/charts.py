@@ -15,8 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-# Natural widths (px): the CSS lets a chart shrink to its panel, never grow past these.
-WIDTH = 560
+# The retry timeline's natural width (px): the CSS lets it shrink, down to a floor, never grow.
 WIDE = 960
 
 
@@ -25,14 +24,20 @@ def _truncate(text: str, length: int) -> str:
 
 
 def _svg(
-    title: str, height: int, body: Sequence[str], css_class: str, width: int = WIDTH
+    title: str, height: int, body: Sequence[str], css_class: str, width: int | None = None
 ) -> SafeString:
+    """Without a `width`, a chart as wide as its panel whose bars are placed in % of it: its
+    text keeps its CSS size at any width, where a viewBox scaled the DLQ's charts down with
+    their panel (to 4 px on a phone). With one, a drawing scaled to fit (the timeline)."""
+    box = (
+        format_html(' viewBox="0 0 {} {}" preserveAspectRatio="xMinYMin meet"', width, height)
+        if width
+        else format_html(' height="{}"', height)
+    )
     return format_html(
-        '<svg class="chart {}" viewBox="0 0 {} {}" role="img" aria-label="{}" '
-        'preserveAspectRatio="xMinYMin meet"><title>{}</title>{}</svg>',
+        '<svg class="chart {}"{} role="img" aria-label="{}"><title>{}</title>{}</svg>',
         css_class,
-        width,
-        height,
+        box,
         title,
         title,
         mark_safe("".join(body)),  # noqa: S308 - every part below is built with format_html
@@ -46,89 +51,86 @@ def _empty(message: str) -> SafeString:
 def bar_chart(
     items: Sequence[tuple[str, int]], *, title: str, empty: str = "Nothing to show."
 ) -> SafeString:
-    """Horizontal bars, one per (label, value), largest first as given."""
+    """Horizontal bars, one per (label, value), largest first as given. Each label and its
+    value stand on a line above their bar, which takes the whole width: beside it, a label
+    column left a phone's bars no room."""
     if not items:
         return _empty(empty)
-    row, label_width, value_room = 30, 210, 56
-    bar_room = WIDTH - label_width - value_room
+    row = 36
     top = max(value for _, value in items) or 1
     body = []
     for index, (label, value) in enumerate(items):
         y = index * row
-        width = max(2.0, bar_room * value / top)
         body.append(
             format_html(
                 '<g class="chart-row"><title>{}: {}</title>'
                 '<text class="chart-label" x="0" y="{}">{}</text>'
-                '<rect class="chart-bar" x="{}" y="{}" width="{}" height="18" rx="4"></rect>'
-                '<text class="chart-value" x="{}" y="{}">{}</text></g>',
+                '<text class="chart-value" x="100%" y="{}" text-anchor="end">{}</text>'
+                '<rect class="chart-bar" x="0" y="{}" width="{}%" height="12" rx="3"></rect></g>',
                 label,
                 value,
-                y + 18,
+                y + 13,
                 _truncate(label, 30),
-                label_width,
-                y + 5,
-                round(width, 1),
-                round(label_width + width + 8, 1),
-                y + 18,
+                y + 13,
                 value,
+                y + 18,
+                round(max(0.5, 100 * value / top), 2),
             )
         )
-    return _svg(title, len(items) * row + 4, body, "chart-bars")
+    return _svg(title, len(items) * row, body, "chart-bars")
 
 
 def time_series(
     buckets: Sequence[tuple[datetime, int]], *, title: str, empty: str = "Nothing to show."
 ) -> SafeString:
-    """Vertical bars per time bucket (hours), with an hour label every few bars."""
+    """Vertical bars per time bucket (hours), with an hour label every few bars and the
+    largest count above the top grid line. Positions are fractions of the width (%)."""
     if not any(value for _, value in buckets):
         return _empty(empty)
-    height, axis, left = 170, 22, 34
-    plot_height = height - axis - 10
-    step = (WIDE - left) / len(buckets)
+    height, axis, plot_top = 170, 22, 20
+    plot_height = height - axis - plot_top
+    step = 100 / len(buckets)
     top = max(value for _, value in buckets)
     body = [
         format_html(
-            '<text class="chart-axis" x="0" y="14">{}</text>'
-            '<line class="chart-grid" x1="{}" y1="10" x2="{}" y2="10"></line>'
-            '<line class="chart-grid" x1="{}" y1="{}" x2="{}" y2="{}"></line>',
+            '<text class="chart-axis" x="0" y="12">{}</text>'
+            '<line class="chart-grid" x1="0" y1="{}" x2="100%" y2="{}"></line>'
+            '<line class="chart-grid" x1="0" y1="{}" x2="100%" y2="{}"></line>',
             top,
-            left,
-            WIDE,
-            left,
-            10 + plot_height,
-            WIDE,
-            10 + plot_height,
+            plot_top,
+            plot_top,
+            plot_top + plot_height,
+            plot_top + plot_height,
         )
     ]
     label_every = max(1, len(buckets) // 8)
     for index, (moment, value) in enumerate(buckets):
-        x = left + index * step
+        x = (index + 0.1) * step
         bar = plot_height * value / top
         hour = timezone.localtime(moment).strftime("%H:00")
         body.append(
             format_html(
                 '<g class="chart-row"><title>{}: {}</title>'
-                '<rect class="chart-bar" x="{}" y="{}" width="{}" height="{}" '
+                '<rect class="chart-bar" x="{}%" y="{}" width="{}%" height="{}" '
                 'rx="2"></rect></g>',
                 timezone.localtime(moment).strftime("%Y-%m-%d %H:00"),
                 value,
-                round(x + 1, 1),
-                round(10 + plot_height - bar, 1),
-                round(max(1.0, step - 2), 1),
+                round(x, 2),
+                round(plot_top + plot_height - bar, 1),
+                round(0.8 * step, 2),
                 round(bar, 1),
             )
         )
         if index % label_every == 0:
             body.append(
                 format_html(
-                    '<text class="chart-axis" x="{}" y="{}">{}</text>',
-                    round(x + 1, 1),
+                    '<text class="chart-axis" x="{}%" y="{}">{}</text>',
+                    round(x, 2),
                     height - 4,
                     hour,
                 )
             )
-    return _svg(title, height, body, "chart-columns", WIDE)
+    return _svg(title, height, body, "chart-columns")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse, HttpResponseRedirect, QueryDict
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
@@ -671,27 +671,36 @@ def webhook_create(request: ConsoleRequest) -> HttpResponse:
         except state.JobValidationError as error:
             add_details(form, error.details)
         else:
-            messages.success(request, "Webhook added.")
-            return redirect(reverse("console:settings") + "#webhooks")
+            return _back_to(request, "settings", "webhooks", messages.SUCCESS, "Webhook added.")
     return _settings_page(request, webhook_form=form, status=400)
 
 
 @console_view(methods=POST, operator=True)
 def webhook_delete(request: ConsoleRequest, webhook_id: int) -> HttpResponse:
     webhooks.delete_webhook(webhook_id)
-    messages.success(request, "Webhook removed.")
-    return redirect(reverse("console:settings") + "#webhooks")
+    return _back_to(request, "settings", "webhooks", messages.SUCCESS, "Webhook removed.")
 
 
 @console_view(methods=POST, operator=True)
 def webhook_test(request: ConsoleRequest, webhook_id: int) -> HttpResponse:
     webhook = Webhook.objects.filter(id=webhook_id).first()
     if webhook is None:
-        messages.error(request, "This webhook no longer exists.")
-    else:
-        job = webhooks.send_test(webhook)
-        messages.success(request, f"Test delivery queued as job {short_id(job['id'])}.")
-    return HttpResponseRedirect(reverse("console:settings") + "#webhooks")
+        return _back_to(
+            request, "settings", "webhooks", messages.ERROR, "This webhook no longer exists."
+        )
+    job = webhooks.send_test(webhook)
+    queued = f"Test delivery queued as job {short_id(job['id'])}."
+    return _back_to(request, "settings", "webhooks", messages.SUCCESS, queued)
+
+
+def _back_to(
+    request: ConsoleRequest, page: str, section: str, level: int, message: str
+) -> HttpResponse:
+    """The console's `page` opened at its `section`, with the message in that section
+    (tagged with its id): at the top of the page it was scrolled out of sight, on a phone by
+    a screen."""
+    messages.add_message(request, level, message, extra_tags=section)
+    return redirect(reverse(f"console:{page}") + f"#{section}")
 
 
 # --- audit log -------------------------------------------------------------------------------
@@ -772,8 +781,8 @@ def limit_set(request: ConsoleRequest) -> HttpResponse:
         except state.JobValidationError as error:
             add_details(form, error.details)
         else:
-            messages.success(request, "Limit saved; every worker follows it from its next claim.")
-            return redirect(reverse("console:queues") + "#limits")
+            saved = "Limit saved; every worker follows it from its next claim."
+            return _back_to(request, "queues", "limits", messages.SUCCESS, saved)
     return _queues_page(request, limit_form=form, status=400)
 
 
@@ -783,5 +792,5 @@ def limit_remove(request: ConsoleRequest, scope: str, name: str) -> HttpResponse
         queues.remove_limit(scope, name)
     except state.JobValidationError as error:
         raise Http404("No limit can have this scope and name.") from error
-    messages.success(request, f"Limit on {scope} {name} removed.")
-    return redirect(reverse("console:queues") + "#limits")
+    removed = f"Limit on {scope} {name} removed."
+    return _back_to(request, "queues", "limits", messages.SUCCESS, removed)

@@ -442,6 +442,61 @@ def test_retry_a_dead_letter_from_its_detail_page(page: Page) -> None:
     screenshot(page, "dlq-after-retry")
 
 
+# Each text of the page's charts: its size as drawn (the font's, scaled by the SVG's
+# viewBox, if any) and whether it is inside the visible part of its panel.
+CHART_TEXTS = """() => [...document.querySelectorAll("svg.chart text")].map((label) => {
+  const scale = label.getScreenCTM();
+  const [box, drawn] = [label.closest(".chart-box"), label].map((e) => e.getBoundingClientRect());
+  return {
+    text: label.textContent,
+    size: parseFloat(getComputedStyle(label).fontSize) * Math.hypot(scale.c, scale.d),
+    inside: drawn.left >= box.left - 0.5 && drawn.right <= box.right + 0.5,
+  };
+})"""
+
+
+def test_the_dlq_charts_are_readable_on_a_phone(page: Page) -> None:
+    for _ in range(3):
+        dead_letter("flaky", {}, "upstream answered 503 Service Unavailable after 30 s")
+    dead_letter("http_request", {"url": "http://127.0.0.1:9/"}, "connection refused")
+    user("rhea", Role.VIEWER)
+    log_in(page, "rhea", "/dlq")
+    expect(page.locator("svg.chart")).to_have_count(3)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        texts = page.evaluate(CHART_TEXTS)
+        # Two bars of two labels each per bar chart, the top count and 8 hours on the time axis.
+        assert len(texts) == 17
+        # They were drawn at 4 to 7 px on a phone: the charts shrank to the width of the panel.
+        assert [t for t in texts if t["size"] < 10 or not t["inside"]] == [], width
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        screenshot(page, f"dlq-charts-{width}")
+
+
+def test_what_became_of_a_webhook_is_said_in_its_section(page: Page) -> None:
+    user("wendy", Role.OPERATOR)
+    page.set_viewport_size({"width": 390, "height": 844})
+    log_in(page, "wendy", "/settings")
+    page.fill('input[name="url"]', "https://hooks.example.com/hooks")
+    page.check('input[name="event_types"][value="job.dlq_entry"]')
+    page.fill('input[name="secret"]', "whsec-123")
+    page.click("text=Add webhook")
+    page.wait_for_url("**/settings#webhooks")
+    # The page opens on the webhooks: the message was at its top, out of sight.
+    said = page.locator("#webhooks .flash")
+    expect(said).to_have_text("Webhook added.")
+    expect(said).to_be_in_viewport(ratio=1)
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 844})
+        with page.expect_navigation():
+            page.click("text=Send test")
+        delivery = Job.objects.filter(type="http_request").latest("created_at")
+        expect(said).to_have_text(f"Test delivery queued as job {short_id(delivery.id)}.")
+        expect(said).to_be_in_viewport(ratio=1)
+        expect(page.locator(".flash")).to_have_count(1)
+        screenshot(page, f"settings-webhook-tested-{width}")
+
+
 def test_the_admin_retry_action_takes_a_job_out_of_the_dlq(page: Page) -> None:
     user("ada", None, is_staff=True, is_superuser=True)
     dead = dead_letter("http_request", {"url": "http://127.0.0.1:9/hook"}, "connection refused")

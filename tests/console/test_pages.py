@@ -769,6 +769,23 @@ def test_limits_show_their_use_and_an_operator_sets_and_removes_them(as_operator
     assert list(Limit.objects.values_list("name", flat=True)) == ["noop"]
 
 
+def test_what_became_of_a_limit_is_said_in_the_limits_section(as_operator) -> None:
+    # The page opens at #limits: a message at its top was out of sight.
+    def said_in_limits(response: Any) -> str:
+        assert response.redirect_chain[-1][0] == "/queues#limits"
+        page = response.content.decode()
+        flashes = re.findall(r'<p class="flash flash-success">([^<]*)</p>', page)
+        limits = page.index('id="limits"')
+        assert len(flashes) == 1 and page.index('class="flash ') > limits, page
+        return flashes[0]
+
+    limit = {"scope": "queue", "name": "bulk", "max_running": "2"}
+    saved = as_operator.post("/limits", limit, follow=True)
+    assert said_in_limits(saved) == "Limit saved; every worker follows it from its next claim."
+    removed = as_operator.post("/limits/queue/bulk/remove", follow=True)
+    assert said_in_limits(removed) == "Limit on queue bulk removed."
+
+
 def test_a_viewer_sees_queues_and_limits_but_cannot_act(as_viewer) -> None:
     state.enqueue("noop", {}, queue="emails")
     page = text(as_viewer.get("/queues"))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from django import template
+from django.contrib.messages.storage.base import Message
 from django.http import QueryDict
 from django.utils import timezone
 from django.utils.html import format_html, json_script
@@ -76,6 +78,13 @@ def full_time(value: datetime | None) -> str:
 
 
 register.filter("short_id", representation.short_id)
+
+
+@register.filter
+def placed_at(messages: Iterable[Message], place: str) -> list[Message]:
+    """The messages a view tagged with the id of the part of the page they are about
+    (`extra_tags`), for the page to show them there; "" gives the untagged ones."""
+    return [message for message in messages if (message.extra_tags or "") == place]
 
 
 @register.filter
