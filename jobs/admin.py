@@ -46,7 +46,7 @@ from .models import (
     Webhook,
     Worker,
 )
-from .schedules import upcoming_runs
+from .schedules import upcoming_runs, with_current_run
 from .selectors import BoundedCountPaginator
 
 # A job's change page shows at most this many of its newest log lines.
@@ -414,6 +414,9 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("paused", "timezone")
     readonly_fields = ("next_runs",)
     actions = ("pause_selected", "resume_selected", "delete_selected_schedules")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
+        return with_current_run(super().get_queryset(request))
 
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("jobs.change_schedule")

@@ -21,14 +21,22 @@ from .representation import format_time
 UPCOMING = 5
 
 
-def schedule_list() -> QuerySet[Schedule]:
-    """Every schedule, oldest first, with the id of its run waiting or running."""
+def with_current_run(schedules: QuerySet[Schedule]) -> QuerySet[Schedule]:
+    """`schedules` with the id and the slot of each one's run waiting or running."""
     live = Job.objects.filter(
         schedule=OuterRef("pk"),
         status__in=[JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.FAILED],
         in_dlq=False,
     ).order_by("-scheduled_at")
-    return Schedule.objects.annotate(current_run_id=Subquery(live.values("id")[:1]))
+    return schedules.annotate(
+        current_run_id=Subquery(live.values("id")[:1]),
+        current_run_at=Subquery(live.values("scheduled_at")[:1]),
+    )
+
+
+def schedule_list() -> QuerySet[Schedule]:
+    """Every schedule, oldest first, with its run waiting or running (`with_current_run`)."""
+    return with_current_run(Schedule.objects.all())
 
 
 def get_schedule(schedule_id: uuid.UUID) -> Schedule | None:
@@ -36,11 +44,17 @@ def get_schedule(schedule_id: uuid.UUID) -> Schedule | None:
 
 
 def upcoming_runs(schedule: Schedule, now: datetime | None = None) -> list[datetime]:
-    """The next slots of a schedule that is not paused, from now."""
+    """The next slots of a schedule that is not paused: from its waiting run's slot while
+    that is ahead (`with_current_run`), since the slots before it were skipped (a cancelled
+    run), else from now."""
     if schedule.paused:
         return []
     recurrence = CronRecurrence(schedule.cron, ZoneInfo(schedule.timezone))
-    return recurrence.upcoming(now or timezone.now(), UPCOMING)
+    now = now or timezone.now()
+    waiting: datetime | None = getattr(schedule, "current_run_at", None)
+    if waiting is not None and waiting > now:
+        return [waiting, *recurrence.upcoming(waiting, UPCOMING - 1)]
+    return recurrence.upcoming(now, UPCOMING)
 
 
 def represent_schedule(schedule: Schedule) -> dict[str, Any]:

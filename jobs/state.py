@@ -762,19 +762,25 @@ def _cancel(job_ids: Sequence[uuid.UUID], reason: str | None) -> list[JobObject]
     )
     dependents = _cancel_dependents([uuid.UUID(j["id"]) for j in jobs], "was cancelled")
     notifier.emit_after_commit([("job.cancelled", j) for j in [*jobs, *dependents]])
-    _skip_cancelled_slots([j["schedule_id"] for j in jobs if j["schedule_id"] is not None])
+    _skip_cancelled_slots([j for j in jobs if j["schedule_id"] is not None])
     return jobs
 
 
-def _skip_cancelled_slots(schedule_ids: Sequence[str]) -> None:
-    """A cancelled run skips its slot, not its series: each live schedule among
-    `schedule_ids` gets the run of its first slot after now (a paused one waits for its
-    resume, a deleted one is gone)."""
-    if not schedule_ids:
+def _skip_cancelled_slots(runs: Sequence[JobObject]) -> None:
+    """A cancelled run skips its slot, not its series: the schedule of each of `runs`, if it
+    is live, gets the run of its first slot after both the cancelled slot and now (a paused
+    one waits for its resume, a deleted one is gone). From now alone, a waiting run's slot
+    was its own next slot: it was created again at once."""
+    if not runs:
         return
+    skipped: dict[str, datetime] = {}
+    for run in runs:
+        slot = datetime.fromisoformat(run["scheduled_at"])
+        skipped[run["schedule_id"]] = max(slot, skipped.get(run["schedule_id"], slot))
     now = timezone.now()
-    for schedule in fetch("lock_live_schedules", {"schedule_ids": schedule_ids}):
-        _create_schedule_runs(schedule["id"], schedule["cron"], schedule["timezone"], now)
+    for schedule in fetch("lock_live_schedules", {"schedule_ids": list(skipped)}):
+        after = max(now, skipped[str(schedule["id"])])
+        _create_schedule_runs(schedule["id"], schedule["cron"], schedule["timezone"], after)
 
 
 def pause_schedule(schedule_id: uuid.UUID) -> None:

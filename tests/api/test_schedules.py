@@ -212,6 +212,13 @@ def test_cancelling_a_run_skips_its_slot_and_the_series_goes_on(operator_client,
     following = operator_client.get(f"{JOBS}/{listed['current_run_id']}").json()
     assert (following["status"], following["scheduled_at"]) == ("pending", listed["next_runs"][0])
     assert following["id"] != first["id"]
+    # The cancelled slot is skipped: a waiting run's next slot after now was its own, and a
+    # run of that slot was created again, as often as it was cancelled.
+    skipped = datetime.fromisoformat(first["scheduled_at"])
+    assert datetime.fromisoformat(following["scheduled_at"]) > skipped
+    assert not Job.objects.filter(schedule_id=first["schedule_id"], status="pending").exclude(
+        scheduled_at__gt=skipped
+    )
 
 
 def test_cancelling_the_running_run_of_a_paused_schedule_starts_no_other(operator_client, worker):
