@@ -34,8 +34,6 @@ EPOCH = datetime(EARLIEST_YEAR, 1, 1, tzinfo=UTC)
 MAX_MILLISECONDS = (datetime(LATEST_YEAR + 1, 1, 1, tzinfo=UTC) - EPOCH) // timedelta(
     milliseconds=1
 ) - 1
-# Any instant written with a year up to LATEST_YEAR, whatever its offset, comes before this.
-END_OF_TIME = datetime(LATEST_YEAR + 1, 1, 2, tzinfo=UTC)
 OUT_OF_RANGE_MESSAGE = f"Out of range: write a year from {EARLIEST_YEAR} to {LATEST_YEAR}."
 # The years EARLIEST_YEAR..LATEST_YEAR as a regular expression, for the OpenAPI schema.
 WRITTEN_YEAR_PATTERN = "(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"

@@ -15,7 +15,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -43,6 +43,8 @@ RUNNABLE_CHANNEL = "scheduler_runnable"
 _NOTIFY_EACH_UP_TO = 100
 # An `Idempotency-Key`: printable ASCII, no space at either end (HTTP would strip it).
 IDEMPOTENCY_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
+NOT_IN_THE_FUTURE = "Must be in the future."
+
 # Most upstream jobs one job may wait for (`depends_on` as a list).
 MAX_UPSTREAM = 1000
 
@@ -153,7 +155,7 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         errors["type"] = [registry.unknown_type_message(spec.type)]
         handler = None
     errors.update(_payload_errors(handler, spec.payload))
-    if isinstance(spec.priority, bool) or spec.priority not in (1, 2, 3):
+    if type(spec.priority) is not int or spec.priority not in (1, 2, 3):
         errors["priority"] = ["Must be 1, 2 or 3."]
     if spec.max_retries is not None and (
         type(spec.max_retries) is not int or not 1 <= spec.max_retries <= 10
@@ -166,7 +168,9 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
     if spec.queue is not None and (wrong := queue_names.name_errors(spec.queue)):
         errors["queue"] = wrong
     several = spec.depends_on is not None and not isinstance(spec.depends_on, uuid.UUID | str)
-    if several and not 1 <= len(spec.depends_on) <= MAX_UPSTREAM:  # type: ignore[arg-type]
+    if several and not (
+        isinstance(spec.depends_on, Sequence) and 1 <= len(spec.depends_on) <= MAX_UPSTREAM
+    ):
         errors["depends_on"] = [f"List 1 to {MAX_UPSTREAM} job ids (or give one id)."]
     elif spec.depends_on is not None:
         given: Sequence[Any] = spec.depends_on if several else [spec.depends_on]  # type: ignore[assignment]
@@ -191,8 +195,8 @@ def _instant_errors(value: Any, now: datetime) -> list[str]:
         # Its zone is unknown: taken as UTC, or as TIME_ZONE, it would run hours off.
         return ["Must be timezone-aware (a naive datetime names no zone)."]
     if value <= now:
-        return ["Must be in the future."]
-    if value >= limits.END_OF_TIME:
+        return [NOT_IN_THE_FUTURE]
+    if not limits.written_year_in_range(value):  # in its own offset, as the API reads it
         return [limits.OUT_OF_RANGE_MESSAGE]
     return []
 
@@ -279,7 +283,7 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     errors = {**_validate(spec, now), **_key_errors(key)}
     if errors:
         raise JobValidationError(errors)
-    (job,), created = _under_key(key, _fingerprint(asdict(spec)), lambda: [_enqueue(spec, now)])
+    (job,), created = _under_key(key, _fingerprint(_request(spec)), lambda: [_enqueue(spec, now)])
     return job, created
 
 
@@ -293,7 +297,7 @@ def enqueue_many_once(
         raise JobValidationError(errors)
     specs = list(specs)
     # An item that is not a JobSpec is left for enqueue_many to refuse in its own words.
-    fingerprint = _fingerprint([asdict(spec) if is_dataclass(spec) else spec for spec in specs])
+    fingerprint = _fingerprint([_request(spec) for spec in specs])
     return _under_key(
         key, fingerprint, partial(enqueue_many, specs, batch_size=batch_size), batch=True
     )
@@ -337,6 +341,15 @@ def _under_key(
             },
         )
     return created, True
+
+
+def _request(spec: object) -> object:
+    """What the fingerprint of a request to create `spec` is taken of: its fields, with the
+    default number of attempts written out (given or left out, the same job); an item that
+    is no JobSpec as it is."""
+    if not isinstance(spec, JobSpec):
+        return spec
+    return asdict(replace(spec, max_retries=_max_retries(spec)))
 
 
 def _fingerprint(request: object) -> str:

@@ -129,12 +129,7 @@ class SchedulerBackend(BaseTaskBackend):
             "run_after": task.run_after.isoformat() if task.run_after else None,
         }
         try:
-            job = state.enqueue(
-                task.module_path,
-                payload,
-                max_retries=self.max_retries,
-                **job_fields(task, timezone.now()),
-            )
+            job = self._create_job(task, payload)
         except state.JobValidationError as refused:
             raise _in_djangos_terms(refused) from None
         result: TaskResult[T] = TaskResult(
@@ -153,6 +148,18 @@ class SchedulerBackend(BaseTaskBackend):
         )
         task_enqueued.send(type(self), task_result=result)
         return result
+
+    def _create_job(self, task: Task[Any, Any], payload: dict[str, Any]) -> state.JobObject:
+        fields = job_fields(task, timezone.now())
+        try:
+            return state.enqueue(task.module_path, payload, max_retries=self.max_retries, **fields)
+        except state.JobValidationError as refused:
+            if refused.details != {"scheduled_at": [state.NOT_IN_THE_FUTURE]}:
+                raise
+        # The run_after passed between the reading above and enqueue's own: it is due now, as
+        # any run_after already past.
+        due_now = {**fields, "scheduled_at": None}
+        return state.enqueue(task.module_path, payload, max_retries=self.max_retries, **due_now)
 
     def get_result(self, result_id: str) -> TaskResult[Any]:
         try:

@@ -123,6 +123,18 @@ def test_enqueue_takes_the_key_and_it_expires_with_the_window_or_its_job():
     assert state.enqueue("noop", {"n": 2}, idempotency_key="k")["id"] != second["id"]
 
 
+def test_a_default_given_is_the_same_request_as_a_default_left_out(db, settings):
+    first = state.enqueue("noop", {}, idempotency_key="k")
+    default = settings.SCHEDULER_DEFAULT_MAX_RETRIES
+    again = state.enqueue("noop", {}, max_retries=default, idempotency_key="k")
+    assert again["id"] == first["id"]
+    (batch,) = state.enqueue_many([state.JobSpec("noop", {})], idempotency_key="b")
+    spelled = [state.JobSpec("noop", {}, priority=2, max_retries=default)]
+    assert [job["id"] for job in state.enqueue_many(spelled, idempotency_key="b")] == [batch["id"]]
+    with pytest.raises(state.IdempotencyKeyReused):
+        state.enqueue("noop", {}, max_retries=default + 1, idempotency_key="k")
+
+
 @pytest.mark.django_db(transaction=True)
 def test_racing_repeats_create_one_job_and_all_get_it(operator):
     racers = 6

@@ -8,7 +8,7 @@ from __future__ import annotations
 import decimal
 import re
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -40,6 +40,12 @@ LATER = datetime(2030, 1, 1, 9, 0)
         ({"cron": 5}, "cron", "Must have 5 fields"),
         ({"cron": "0 9 * * *", "timezone": 1}, "timezone", "Unknown time zone"),
         ({"idempotency_key": 5}, "idempotency_key", "Must be 1 to 255 printable ASCII"),
+        # Each of these passed the checks, then failed in SQL or in len() (a TypeError).
+        ({"priority": 1.0}, "priority", "Must be 1, 2 or 3"),
+        ({"depends_on": 5}, "depends_on", "List 1 to 1000 job ids"),
+        ({"depends_on": (str(uuid.uuid4()) for _ in range(2))}, "depends_on", "List 1 to"),
+        # Written with the year 9999, in UTC as anywhere.
+        ({"scheduled_at": datetime(9999, 1, 1, 9, tzinfo=UTC)}, "scheduled_at", "year from"),
     ],
 )
 def test_a_wrong_argument_is_a_validation_error_naming_its_field(arguments, field, message):
@@ -49,6 +55,19 @@ def test_a_wrong_argument_is_a_validation_error_naming_its_field(arguments, fiel
     assert field in refused.value.details, refused.value.details
     assert any(message in line for line in refused.value.details[field]), refused.value.details
     assert not Job.objects.exists()
+
+
+def test_a_float_priority_in_a_batch_is_refused_before_anything_is_written():
+    with pytest.raises(state.JobValidationError) as refused:
+        state.enqueue_many([state.JobSpec("noop", {}), state.JobSpec("noop", {}, priority=1.0)])
+    assert refused.value.details == {"1.priority": ["Must be 1, 2 or 3."]}
+    assert not Job.objects.exists()
+
+
+def test_the_last_year_is_taken_in_any_offset():
+    last = datetime(9998, 12, 31, 23, 30, tzinfo=timezone(timedelta(hours=-12)))
+    job = state.enqueue("noop", {}, scheduled_at=last)
+    assert Job.objects.get(id=job["id"]).scheduled_at == last
 
 
 def test_an_aware_scheduled_at_in_any_zone_is_taken():
