@@ -62,10 +62,18 @@ INTERVALS = {
 
 @dataclass(frozen=True)
 class CronRecurrence:
-    """The slots of a 5-field cron expression on the wall clock of an IANA time zone, as
-    Debian's cron runs them (cronsim). At a daylight-saving change, a slot in the skipped
-    hour falls on the first minute after the jump (02:30 on a spring-forward day is 03:00
-    local), and a slot in the repeated hour is taken once, at its first occurrence.
+    """The slots of a 5-field cron expression on the wall clock of an IANA time zone. At a
+    daylight-saving change, a slot in the skipped hour falls on the first minute after the
+    jump (02:30 on a spring-forward day is 03:00 local; several such slots are one run
+    there), and a slot in the repeated hour is taken once, at its first occurrence. This
+    holds for every expression: `*/30 2 * * *` runs as `0,30 2 * * *` does, and `0 * * * *`
+    as `0 0-23 * * *`: on a day that repeats 02:00-02:59 it runs 02:00 once, and 03:00 two
+    hours later. A fixed pace in elapsed time is what `recur_interval` is for.
+
+    Not Debian cron's rule, which cronsim follows with a time zone: a "wildcard job" (`*` at
+    the start of the minute or hour field) runs on elapsed time there, so `*/20 2 * * *`
+    got no run on a spring-forward day and `*/30 2 * * *` ran twice on a fall-back day. So
+    cronsim walks the naive wall clock here, and `_instant` maps each wall time.
 
     Slots missed while the run was waiting (no worker) or running are skipped: the next run
     is the first slot after `after`, so a series that was stopped for a week runs its
@@ -75,9 +83,31 @@ class CronRecurrence:
     zone: ZoneInfo
 
     def slots(self, after: datetime) -> Iterator[datetime]:
-        """Every slot strictly after `after`, in UTC."""
-        for slot in CronSim(self.expression, after.astimezone(self.zone)):
-            yield slot.astimezone(UTC)
+        """Every slot strictly after `after`, in UTC, strictly increasing."""
+        # Wall times map to instants in order (a later wall time never maps to an earlier
+        # instant), so no slot after `after` has a wall time before `after`'s own. The
+        # converse fails twice: a wall time in the repeated hour, read after its first
+        # occurrence, maps to before `after`; and skipped wall times share one instant.
+        last = after
+        wall_clock = after.astimezone(self.zone).replace(tzinfo=None, fold=0)
+        for wall_time in CronSim(self.expression, wall_clock):
+            slot = self._instant(wall_time)
+            if slot > last:
+                yield slot
+                last = slot
+
+    def _instant(self, wall_time: datetime) -> datetime:
+        """The instant, in UTC, a naive wall time of the zone runs at: its first occurrence
+        when the clock shows it twice, the first minute after the jump when never."""
+        while not self._exists(wall_time):
+            # Gaps are whole minutes: 30 or 60 of them in today's zones.
+            wall_time += timedelta(minutes=1)
+        return wall_time.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
+
+    def _exists(self, wall_time: datetime) -> bool:
+        # A wall time in a gap does not survive the round trip through UTC.
+        local = wall_time.replace(tzinfo=self.zone)
+        return local.astimezone(UTC).astimezone(self.zone).replace(tzinfo=None) == wall_time
 
     def next_run(self, job: RecurringRun, after: datetime) -> datetime | None:
         return next(self.slots(max(job.scheduled_at, after)), None)
