@@ -197,3 +197,26 @@ def test_seed_db_workflows_add_a_fan_out_fan_in_and_cron_schedules() -> None:
     assert JobDependency.objects.count() == 100
     assert Schedule.objects.count() == 2
     assert Job.objects.filter(schedule__isnull=False, status=JobStatus.PENDING).count() == 2
+
+
+def summary_counts(output: str, line: str) -> dict[str, int]:
+    """`line`'s totals in seed_db's summary ("  by status: completed 3, pending 56")."""
+    (listed,) = [
+        text.split(":", 1)[1].strip()
+        for text in output.splitlines()
+        if text.strip().startswith(line)
+    ]
+    return {name: int(n) for name, n in (item.rsplit(" ", 1) for item in listed.split(", "))}
+
+
+def test_seed_db_summary_counts_the_workflows_too() -> None:
+    # The totals were printed before the workflows were made: 54 jobs short.
+    output = seed("--count", "5", "--workflows")
+    assert Job.objects.count() == 5 + 52 + 2
+    by_status = Counter(
+        "dlq" if in_dlq else status
+        for status, in_dlq in Job.objects.values_list("status", "in_dlq")
+    )
+    assert summary_counts(output, "by status:") == by_status
+    by_type = Counter(Job.objects.values_list("type", flat=True))
+    assert summary_counts(output, "by type:") == by_type

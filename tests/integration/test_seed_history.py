@@ -15,6 +15,7 @@ from django.db.models import Count, Max, Min, Q
 from django.test import Client
 from django.utils import timezone
 
+from jobs import limits
 from jobs.models import AttemptStatus, Job, JobAttempt, JobLog, JobStatus, Worker
 
 ROWS = 2000
@@ -157,8 +158,25 @@ def test_refuses_without_debug_unless_forced(settings: Any) -> None:
         (["--rows", "0"], "--rows"),
         (["--rows", "ten"], "--rows"),
         (["--rows", "5", "--seed", "2"], "--seed must be in"),
+        (["--rows", "5", "--days", "100000"], "--days reaches back at most to 1970"),
     ],
 )
 def test_rejects_bad_options(args: list[str], message: str) -> None:
     with pytest.raises(CommandError, match=message):
         seed_history(*args)
+    assert not Job.objects.exists()
+
+
+def test_the_longest_history_begins_in_1970() -> None:
+    # Times are written with a year from 1970 to 9998 (README, "Limits"); --days 100000
+    # made jobs created in 1758.
+    most = (timezone.now() - limits.EPOCH).days - 1
+    with pytest.raises(CommandError, match=f"at most {most:,} days today, got {most + 1:,}"):
+        seed_history("--rows", "50", "--days", str(most + 1), "--force")
+    seed_history("--rows", "50", "--days", str(most), "--force")
+    first = Job.objects.aggregate(first=Min("created_at"))["first"]
+    assert first - limits.EPOCH > timedelta(hours=23)
+    started = Worker.objects.filter(hostname__startswith="history-").aggregate(
+        first=Min("started_at")
+    )["first"]
+    assert timedelta(hours=23) < started - limits.EPOCH < timedelta(days=2)

@@ -30,6 +30,12 @@ from django.core.management import CommandError, call_command
             "argument --queue: 'emails': write NAME=N, N handler slots",
         ),
         (["runworker", "--queue", "emails=0"], "argument --queue: 'emails=0': write NAME=N"),
+        # One queue a lane: the main worker excluded a queue named "qa,qb" and ran the jobs
+        # of both. (--once: were it accepted, the worker would not run on.)
+        (
+            ["runworker", "--queue", "qa,qb=2", "--once"],
+            "argument --queue: 'qa,qb=2': one queue per --queue, each with slots of its own",
+        ),
         (
             ["runworker", "--queue", "emails=1", "--queue", "emails=2"],
             "a queue is given its own slots with --queue more than once",

@@ -305,14 +305,12 @@ class Command(BaseCommand):
                 seeder.fail(job, job_id, until_dlq=job.fate == DLQ)
             elif job.fate == CANCEL:
                 state.cancel(job_id, "Cancelled by seed_db, to show a cancelled job.")
-        self._summary(count, options["seed"])
         if options["workflows"]:
             seed_workflows()
-            self.stdout.write(
-                "  workflows: a fan-out/fan-in of 52 jobs (1 -> 50 -> 1), 2 cron schedules"
-            )
+        # Counted once everything is made: the workflows' jobs and cron runs too.
+        self._summary(count, options["seed"], options["workflows"])
 
-    def _summary(self, count: int, seed: int) -> None:
+    def _summary(self, count: int, seed: int, workflows: bool) -> None:
         jobs = Job.objects.all()
         statuses = Counter(
             "dlq" if in_dlq else status for status, in_dlq in jobs.values_list("status", "in_dlq")
@@ -320,6 +318,11 @@ class Command(BaseCommand):
         types = Counter(jobs.values_list("type", flat=True))
         self.stdout.write(
             self.style.SUCCESS(f"Seeded {count} demo jobs (seed {seed}).")
+            + (
+                "\n  workflows: a fan-out/fan-in of 52 jobs (1 -> 50 -> 1), 2 cron schedules"
+                if workflows
+                else ""
+            )
             + "\n  by status: "
             + ", ".join(f"{name} {n}" for name, n in sorted(statuses.items()))
             + "\n  by type:   "

@@ -16,8 +16,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
+from django.utils import timezone
 
 from jobs.command_options import positive_int
+from jobs.limits import EARLIEST_YEAR, EPOCH
 
 DEFAULT_DAYS = 30
 DEFAULT_SEED = 0.2026
@@ -169,6 +171,12 @@ def _draw_sql() -> str:
     return _DRAW.format(type_cases=" ".join(cases))
 
 
+def max_days() -> int:
+    """The most --days: the history (and its workers, started --days ago) begins a day after
+    1970 began, so that it is in 1970 or later in every time zone."""
+    return (timezone.now() - EPOCH).days - 1
+
+
 class Command(BaseCommand):
     help = (
         "Load a month of realistic job history (finished, cancelled, DLQ, scheduled; attempts "
@@ -181,7 +189,8 @@ class Command(BaseCommand):
             "--days",
             type=positive_int,
             default=DEFAULT_DAYS,
-            help=f"how far back the history reaches (default {DEFAULT_DAYS})",
+            help=f"how far back the history reaches, at most to {EARLIEST_YEAR} "
+            f"(default {DEFAULT_DAYS})",
         )
         parser.add_argument(
             "--seed",
@@ -200,6 +209,11 @@ class Command(BaseCommand):
             )
         if not -1 <= options["seed"] <= 1:
             raise CommandError(f"--seed must be in [-1, 1], got {options['seed']}")
+        if options["days"] > (most := max_days()):
+            raise CommandError(
+                f"--days reaches back at most to {EARLIEST_YEAR}, the earliest year a job's "
+                f"times are written with: at most {most:,} days today, got {options['days']:,}"
+            )
         params = {
             "rows": options["rows"],
             "days": options["days"],

@@ -37,10 +37,17 @@ def queue_list(value: str) -> tuple[str, ...]:
 
 
 def queue_slots(value: str) -> tuple[str, int]:
+    """NAME=N: one queue, N handler slots of its own. Never a list: the lane's slots would be
+    the queues' between them, and one queue's burst could take all of them."""
     name, _, slots = value.partition("=")
-    queue_list(name)
+    if "," in name:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: one queue per --queue, each with slots of its own "
+            "(repeat --queue for each queue)"
+        )
+    (name,) = queue_list(name)
     try:
-        return name.strip(), positive_int(slots)
+        return name, positive_int(slots)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"{value!r}: write NAME=N, N handler slots") from None
 
@@ -82,7 +89,7 @@ class Command(BaseCommand):
             metavar="NAME=N",
             help="Give a queue N handler slots of its own (a worker process of its own, "
             "started and stopped with this one); the other slots never run its jobs. "
-            "Repeatable.",
+            "One queue each; repeatable.",
         )
         parser.add_argument("--once", action="store_true", help="Run what is due now, then exit.")
         parser.add_argument(
