@@ -22,11 +22,12 @@ PEERS_VENV := .bench/peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS_PACKAGES := procrastinate huey "celery[redis]" redis "psycopg[binary]" py-spy
 
-.PHONY: help install run prod test lint format validate seed reset benchmark benchmark-peers benchmark-profile benchmark-readme faults load screenshots browser clean
+.PHONY: help install run prod manage test lint format validate seed reset benchmark benchmark-peers benchmark-profile benchmark-readme faults load screenshots browser clean
 
 help:
 	@echo "make run         set up everything and start the web server and one worker"
 	@echo "make prod        the same in the production profile (gunicorn + uvicorn, DEBUG off)"
+	@echo "make manage ARGS=\"...\"  a manage.py command on make run's servers (shell, create_api_token, ...)"
 	@echo "make test        lint, format check, type-check, then the whole test suite"
 	@echo "make lint        ruff check, ruff format --check, mypy"
 	@echo "make format      reformat and apply ruff's safe fixes"
@@ -56,6 +57,11 @@ run: install
 
 prod: install
 	$(SERVICES) prod
+
+# Any manage.py command on the servers `make run` uses (embedded ones are started for the
+# command when it is not running): make manage ARGS="create_api_token alice --role operator"
+manage: install
+	@$(SERVICES) exec -- $(PY) manage.py $(ARGS)
 
 lint: install
 	$(BIN)/ruff check .

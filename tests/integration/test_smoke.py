@@ -82,8 +82,9 @@ def http(method: str, url: str, token: str | None = None, body: Any = None) -> t
 
 @pytest.mark.slow
 def test_token_from_the_command_drives_the_api_over_http(server, subprocess_env):
+    # As the README says to make one, beside `make run` or not.
     made = subprocess.run(
-        [sys.executable, "manage.py", "create_api_token", "smoke-ops", "--role", "operator"],
+        ["make", "manage", "ARGS=create_api_token smoke-ops --role operator"],
         cwd=ROOT,
         env=subprocess_env,
         capture_output=True,
