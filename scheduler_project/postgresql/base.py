@@ -23,7 +23,7 @@ from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base
 from psycopg import Connection, OperationalError
 from psycopg.pq import ConnStatus
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 # How long the pool retries one connection before it gives that attempt up (psycopg_pool's
 # `reconnect_timeout`, whose delays double from one second). At its default, five minutes,
@@ -68,3 +68,22 @@ class DatabaseWrapper(base.DatabaseWrapper):
             )
             self._connection_pools.setdefault(self.alias, pool)
         return self._connection_pools[self.alias]
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Connection[Any]:
+        try:
+            return super().get_new_connection(conn_params)
+        except PoolTimeout as timeout:
+            # The pool says only that it waited: why its connections failed went to its log
+            # as warnings, and "couldn't get a connection after 10.00 sec" ended the
+            # traceback of a command run on a database not created yet.
+            raise OperationalError(f"{timeout}: {_why_unreachable(conn_params)}") from timeout
+
+
+def _why_unreachable(conn_params: dict[str, Any]) -> str:
+    """What a connection of its own meets now: the server's refusal (a database that does
+    not exist, a role, a password) or the network's."""
+    try:
+        Connection.connect(**{**conn_params, "connect_timeout": 2}).close()
+    except OperationalError as error:
+        return str(error).strip()
+    return "a connection of its own succeeded just after (the server was busy, or back)"

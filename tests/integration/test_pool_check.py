@@ -70,6 +70,23 @@ def test_a_connection_the_server_closed_is_replaced_before_use(pooled):
     assert _backend(pooled) != pid
 
 
+def test_a_pool_that_cannot_connect_says_why():
+    # A command run on a database not created yet ended on "couldn't get a connection after
+    # 10.00 sec"; why each connection failed was only in the pool's log.
+    settings_dict = copy.deepcopy(connection.settings_dict)
+    settings_dict["NAME"] = f"{settings_dict['NAME']}_never_created"
+    settings_dict["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 1, "timeout": 1.0}
+    wrapper = DatabaseWrapper(settings_dict, alias="pool_no_database")
+    try:
+        with pytest.raises(OperationalError) as refused:
+            wrapper.ensure_connection()
+    finally:
+        wrapper.close_pool()
+    said = str(refused.value)
+    assert said.startswith("couldn't get a connection after 1.00 sec: ")
+    assert f'database "{settings_dict["NAME"]}" does not exist' in said
+
+
 # Long enough for psycopg_pool's default backoff to wait 16 s between two attempts, from
 # 15 s to 31 s after the outage began.
 OUTAGE_SECONDS = 20.0
