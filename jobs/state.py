@@ -43,8 +43,8 @@ RUNNABLE_CHANNEL = "scheduler_runnable"
 _NOTIFY_EACH_UP_TO = 100
 # An `Idempotency-Key`: printable ASCII, no space at either end (HTTP would strip it).
 IDEMPOTENCY_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
+# What a `scheduled_at` already past is refused with (the Django tasks backend knows it).
 NOT_IN_THE_FUTURE = "Must be in the future."
-
 # Most upstream jobs one job may wait for (`depends_on` as a list).
 MAX_UPSTREAM = 1000
 
