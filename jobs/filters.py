@@ -67,9 +67,11 @@ class InstantError(ValueError):
 
 
 def parse_instant(value: Any) -> datetime:
-    """Unix milliseconds (int or digits) or ISO 8601 -> aware UTC datetime.
+    """Unix milliseconds (int or digits) or ISO 8601 -> aware datetime.
 
-    A naive ISO time is taken as UTC and a bare date as its midnight UTC. A `+` offset that
+    An ISO time keeps the offset it was written with, so that `jobs.state` reads its year as
+    written, as here (`9998-12-31T23:59-23:59` is 9999 in UTC). A naive ISO time is taken as
+    UTC and a bare date as its midnight UTC. A `+` offset that
     arrived unencoded in a query string (and so became a space) is still understood.
     Raises InstantError for anything else, and for a time outside `jobs.limits`' years.
     """
@@ -90,9 +92,7 @@ def parse_instant(value: Any) -> datetime:
         if parsed is not None:
             if not written_year_in_range(parsed):
                 raise InstantError(OUT_OF_RANGE_MESSAGE)
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=UTC)
-            return parsed.astimezone(UTC)
+            return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
     try:
         day = parse_date(text)
     except ValueError:
