@@ -8,8 +8,15 @@ included. See ARCHITECTURE.md, "The production profile".
 """
 
 import os
+from pathlib import Path
+
+from dotenv import load_dotenv
 
 from scheduler_project.environment import env_int
+
+# As the settings do, which gunicorn reads only later, in its processes: WEB_CONCURRENCY and
+# PORT may be set in `.env` too (a real environment variable wins).
+load_dotenv(Path(__file__).resolve().parent.parent / ".env", override=False)
 
 wsgi_app = "scheduler_project.asgi:application"
 worker_class = "scheduler_project.server.UvicornWorker"

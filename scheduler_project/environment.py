@@ -1,13 +1,18 @@
 """Reading the environment: a value that cannot work stops the start, naming its variable.
 Read later, it would fail far from its cause (a worker's thread pool, a timeout every job
-runs over at once). Used by the settings and by gunicorn's configuration (deploy/)."""
+runs over at once). Used by the settings and by gunicorn's configuration (deploy/).
+
+An empty variable means its default, as an unset one does (`.env.example`'s `NAME=` lines),
+except for lists and rates, where empty means none."""
 
 from __future__ import annotations
 
 import ipaddress
 import math
 import os
+from urllib.parse import urlsplit
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from redis.connection import parse_url
 
@@ -15,7 +20,7 @@ from jobs.rates import parse_rate
 
 
 def env_str(name: str, default: str) -> str:
-    return os.environ.get(name, default)
+    return os.environ.get(name) or default
 
 
 def env_int(
@@ -71,12 +76,14 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+    """Comma-separated; empty is the empty list."""
+    raw = os.environ.get(name, default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
 
 
 def env_rate(name: str, default: str) -> str:
     """A rate such as "10/min" (`jobs.rates`), or empty for none."""
-    raw = env_str(name, default).strip()
+    raw = os.environ.get(name, default).strip()
     if raw:
         try:
             parse_rate(raw)
@@ -93,6 +100,57 @@ def env_redis_url(name: str, default: str) -> str:
     except ValueError as error:
         raise ImproperlyConfigured(f"{name}={raw!r}: {error}.") from None
     return raw
+
+
+DATABASE_SCHEMES = ("postgres", "postgresql")
+
+
+def without_password(url: str) -> str:
+    """`url` with its password, if any, as *** (for messages)."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return url
+    if password is None:
+        return url
+    scheme, _, rest = url.partition("://")
+    userinfo, _, host = rest.rpartition("@")
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}"
+
+
+def env_database_url(name: str, default: str) -> str:
+    """A PostgreSQL URL (postgres:// or postgresql://) that dj-database-url can read."""
+    raw = env_str(name, default)
+    shown = without_password(raw)
+    try:
+        scheme = urlsplit(raw).scheme
+    except ValueError:
+        scheme = ""
+    # dj-database-url would take mysql:// (or anything it knows) for PostgreSQL's engine,
+    # which the settings impose: the mistake would show only at the first query.
+    if scheme not in DATABASE_SCHEMES:
+        raise ImproperlyConfigured(
+            f"{name}={shown!r}: expected a postgres:// or postgresql:// URL."
+        )
+    try:
+        dj_database_url.parse(raw)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name}={shown!r}: {error}") from None
+    return raw
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def env_log_level(name: str, default: str) -> str:
+    """A level name of `logging`, in any case; returned in capitals."""
+    raw = env_str(name, default)
+    level = raw.strip().upper()
+    if level not in LOG_LEVELS:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r}: expected one of {', '.join(LOG_LEVELS)} (in any case)."
+        )
+    return level
 
 
 def redis_database(url: str) -> int:

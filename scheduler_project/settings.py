@@ -14,9 +14,11 @@ from dotenv import load_dotenv
 
 from scheduler_project.environment import (
     env_bool,
+    env_database_url,
     env_float,
     env_int,
     env_list,
+    env_log_level,
     env_networks,
     env_rate,
     env_redis_url,
@@ -64,7 +66,7 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 # earlier entry was written by the client itself. 0: X-Forwarded-For is ignored.
 TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 0, minimum=0)
 
-DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/scheduler")
+DATABASE_URL = env_database_url("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/scheduler")
 REDIS_URL = env_redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 INSTALLED_APPS = [
@@ -149,9 +151,16 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+_pool_min_size = env_int("DATABASE_POOL_MIN_SIZE", 1, minimum=0)
+_pool_max_size = env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1)
+if _pool_min_size > _pool_max_size:
+    # psycopg_pool would refuse it only when the first request opens the pool.
+    raise ImproperlyConfigured(
+        f"DATABASE_POOL_MIN_SIZE={_pool_min_size} is over DATABASE_POOL_MAX_SIZE={_pool_max_size}."
+    )
 DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-    "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1, minimum=0),
-    "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1),
+    "min_size": _pool_min_size,
+    "max_size": _pool_max_size,
     "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0, above=0),
 }
 # Django turns psycopg's automatic preparation off; the hot statements `jobs.sql.fetch` runs
@@ -362,7 +371,7 @@ WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, above=0)
 # private or link-local (refused otherwise: jobs/outbound.py), e.g. 10.20.0.0/16.
 OUTBOUND_ALLOWED_NETWORKS = env_networks("OUTBOUND_ALLOWED_NETWORKS")
 
-LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+LOG_LEVEL = env_log_level("LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -16,7 +16,7 @@ import sys
 from scheduler_project.devservices.paths import data_dir
 from scheduler_project.devservices.postgres_server import postgres_connection_kwargs
 from scheduler_project.devservices.processes import manage, say
-from scheduler_project.devservices.selection import services
+from scheduler_project.devservices.selection import load_dotenv_file, services
 from scheduler_project.devservices.supervisor import Supervisor
 
 WEB_HOST = "127.0.0.1"
@@ -65,8 +65,22 @@ def banner(
     return "\n".join(lines)
 
 
+def web_port() -> int:
+    """WEB_PORT, from the environment or `.env` (loaded here: the port is checked before
+    anything starts)."""
+    load_dotenv_file()
+    raw = os.environ.get("WEB_PORT") or "8000"
+    try:
+        port = int(raw)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise SystemExit(f"WEB_PORT={raw!r}: expected a port number from 1 to 65535.")
+    return port
+
+
 def free_web_port() -> int:
-    port = int(os.environ.get("WEB_PORT") or 8000)
+    port = web_port()
     with contextlib.closing(socket.socket()) as probe:
         try:
             probe.bind((WEB_HOST, port))
@@ -78,6 +92,8 @@ def free_web_port() -> int:
 
 
 def local_admin(env: dict[str, str], *flags: str) -> dict[str, str]:
+    # Given servers, nothing was started in the data directory: it may not exist yet.
+    data_dir().mkdir(parents=True, exist_ok=True)
     credentials = data_dir() / "dev-admin.json"
     output = manage(
         env,

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -342,6 +343,71 @@ def test_exec_forwards_sigterm_to_the_command_and_returns_its_status(data_dir):
         assert process.stdout.read().strip() == "got SIGTERM"
 
 
+def devservices_alone(directory: Path) -> Path:
+    """A project root holding only the development services (and a `.env` of its own):
+    `run` and `prod` stop at their first `manage.py` command, which is not there."""
+    package = directory / "scheduler_project"
+    package.mkdir()
+    shutil.copy(ROOT / "scheduler_project" / "__init__.py", package / "__init__.py")
+    shutil.copytree(
+        ROOT / "scheduler_project" / "devservices",
+        package / "devservices",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return directory
+
+
+def start_devservices(
+    root: Path, action: str, **environment: str
+) -> subprocess.CompletedProcess[str]:
+    env = {name: value for name, value in os.environ.items() if name != "WEB_PORT"}
+    env.update(
+        {
+            "SCHEDULER_DATA_DIR": str(root / ".data"),
+            # Servers that are given, so that nothing is started.
+            "DATABASE_URL": "postgres://nobody@127.0.0.1:1/nothing",
+            "REDIS_URL": "redis://127.0.0.1:1/0",
+            **environment,
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler_project.devservices", action],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("action", ["run", "prod"])
+def test_make_run_and_prod_read_web_port_from_dotenv(tmp_path, action):
+    # Before: the port was read before `.env` was, so `.env`'s WEB_PORT was ignored.
+    root = devservices_alone(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (root / ".env").write_text(f"WEB_PORT={port}\n")
+        result = start_devservices(root, action)
+    assert result.returncode == 1, result.stderr
+    assert f"Port {port} on 127.0.0.1 is in use" in result.stderr
+
+
+@pytest.mark.parametrize("where", ["environment", ".env"])
+@pytest.mark.parametrize("value", ["abc", "70000", "0", "-1"])
+def test_make_run_refuses_a_web_port_that_is_not_one(tmp_path, value, where):
+    # Before: a ValueError (abc) or OverflowError (70000) traceback; 0 served on a random port.
+    root = devservices_alone(tmp_path)
+    if where == ".env":
+        (root / ".env").write_text(f"WEB_PORT={value}\n")
+        result = start_devservices(root, "run")
+    else:
+        result = start_devservices(root, "run", WEB_PORT=value)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (f"WEB_PORT={value!r}: expected a port number from 1 to 65535.")
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_make_run_serves_the_api_with_the_printed_token_and_ctrl_c_stops_everything(
@@ -435,3 +501,40 @@ def test_ensure_dev_admin_refuses_when_debug_is_off(tmp_path, settings):
     with pytest.raises(CommandError, match="DEBUG is off"):
         ensure_dev_admin(tmp_path / "dev-admin.json")
     assert not User.objects.filter(username="admin").exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("username", ["", "  ", "two words", "x" * 151])
+def test_ensure_dev_admin_refuses_a_username_django_would_not_take(tmp_path, settings, username):
+    # Before: `--username ""` made a superuser with an empty name, and replaced the
+    # credentials `make run` shows with that user's.
+    settings.DEBUG = True
+    path = tmp_path / "dev-admin.json"
+    first = ensure_dev_admin(path)
+    users = set(User.objects.values_list("username", flat=True))
+    with pytest.raises(CommandError, match="--username"):
+        call_command("ensure_dev_admin", "--username", username, "--credentials-file", str(path))
+    assert set(User.objects.values_list("username", flat=True)) == users
+    assert json.loads(path.read_text()) == first
+
+
+@pytest.mark.django_db
+def test_ensure_dev_admin_creates_no_directory_outside_the_data_directory(
+    tmp_path, settings, monkeypatch
+):
+    settings.DEBUG = True
+    monkeypatch.setenv("SCHEDULER_DATA_DIR", str(tmp_path / "data"))
+    # Before: a mistyped path quietly became new directories, with the password in them.
+    elsewhere = tmp_path / "no" / "such" / "dir" / "dev-admin.json"
+    with pytest.raises(CommandError, match=f"{elsewhere.parent} does not exist"):
+        ensure_dev_admin(elsewhere)
+    assert not (tmp_path / "no").exists()
+    assert not User.objects.filter(username="admin").exists()
+    with pytest.raises(CommandError, match="is a directory"):
+        ensure_dev_admin(tmp_path)
+
+    # `make run` keeps it in its data directory, made on first use (SCHEDULER_DATA_DIR, or
+    # the project's .data/), also when it is given servers and so started none there.
+    in_data = tmp_path / "data" / "dev-admin.json"
+    created = ensure_dev_admin(in_data)
+    assert json.loads(in_data.read_text()) == created

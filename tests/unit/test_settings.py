@@ -4,9 +4,12 @@ default it really has, in .env.example and in README's configuration table."""
 from __future__ import annotations
 
 import ast
+import os
 import re
 import runpy
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,8 +22,11 @@ from scheduler_project.devservices.postgres_server import EmbeddedPostgres
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ROOT / "scheduler_project" / "settings.py"
 DEVSERVICES = ROOT / "scheduler_project" / "devservices"
+GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 ENV_FUNCTIONS = {
     "env_str",
+    "env_database_url",
+    "env_log_level",
     "env_redis_url",
     "env_int",
     "env_float",
@@ -35,8 +41,13 @@ DEVELOPMENT_KEY = "dev-insecure-secret-key-change-me-in-production-0123456789"
 
 def knobs_read_by_settings() -> dict[str, str]:
     """Every environment variable settings.py reads, with the env_* function reading it."""
+    return knobs_read_by(SETTINGS)
+
+
+def knobs_read_by(path: Path) -> dict[str, str]:
+    """Every environment variable a module reads by name, with the function reading it."""
     knobs: dict[str, str] = {}
-    for node in ast.walk(ast.parse(SETTINGS.read_text())):
+    for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, ast.Call) or not node.args:
             continue
         first = node.args[0]
@@ -56,6 +67,21 @@ def knobs_read_by_settings() -> dict[str, str]:
 def variables_read_by_services() -> set[str]:
     pattern = re.compile(r'(?:environ|env)\.get\(\s*"([A-Z][A-Z0-9_]*)"')
     return {name for path in DEVSERVICES.glob("*.py") for name in pattern.findall(path.read_text())}
+
+
+def variables_read_by_the_code() -> set[str]:
+    """What settings.py, gunicorn's configuration, `make run`'s tooling and every other
+    module of the project read from the environment (`os.environ.get`, `env_*`)."""
+    modules = [
+        GUNICORN_CONF,
+        ROOT / "manage.py",
+        *(
+            path
+            for package in ("scheduler_project", "jobs", "worker")
+            for path in (ROOT / package).rglob("*.py")
+        ),
+    ]
+    return {name for path in modules for name in knobs_read_by(path)} | variables_read_by_services()
 
 
 def documented_in_env_example() -> dict[str, str]:
@@ -84,6 +110,8 @@ def split_list(value: str) -> list[str]:
 def typed(function: str, raw: str) -> Any:
     converters: dict[str, Callable[[str], Any]] = {
         "env_str": str,
+        "env_database_url": str,
+        "env_log_level": str.upper,
         "env_int": int,
         "env_float": float,
         "env_bool": lambda value: value.strip().lower() in TRUE_WORDS,
@@ -104,9 +132,11 @@ def load_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[.
     shutil.copy(SETTINGS, project / "settings.py")
 
     def load(dotenv: str = "", **environment: str) -> dict[str, Any]:
-        # monkeypatch restores each variable afterwards, including those .env sets.
+        # monkeypatch restores each variable afterwards, including those .env sets: set
+        # first, so that one absent before is recorded as such (delenv alone records nothing).
         for name in knobs_read_by_settings():
-            monkeypatch.delenv(name, raising=False)
+            monkeypatch.setenv(name, "")
+            monkeypatch.delenv(name)
         for name, value in environment.items():
             monkeypatch.setenv(name, value)
         (tmp_path / ".env").write_text(dotenv)
@@ -188,6 +218,24 @@ def test_production_refuses_to_start_without_a_secret_key_of_its_own(load_settin
         ({"API_RATE_LIMIT": "10/fortnight"}, "API_RATE_LIMIT='10/fortnight': expected a count"),
         ({"API_TOKEN_FAILURE_LIMIT": "many"}, "API_TOKEN_FAILURE_LIMIT='many': expected a count"),
         ({"REDIS_URL": "garbage"}, "REDIS_URL='garbage': Redis URL must specify one of"),
+        ({"LOG_LEVEL": "LOUD"}, "LOG_LEVEL='LOUD': expected one of DEBUG, INFO, WARNING"),
+        ({"DATABASE_URL": "garbage"}, "DATABASE_URL='garbage': expected a postgres:// or"),
+        # Taken for PostgreSQL's, with MySQL's port and user, until the first query.
+        ({"DATABASE_URL": "mysql://u@h/db"}, "DATABASE_URL='mysql://u@h/db': expected a post"),
+        # The password is not repeated in the message.
+        (
+            {"DATABASE_URL": "sqlite://u:s3cret@h/db"},
+            "DATABASE_URL='sqlite://u:***@h/db': expected a postgres:// or postgresql:// URL",
+        ),
+        ({"DATABASE_URL": "postgres://h:port/db"}, "DATABASE_URL='postgres://h:port/db': This"),
+        (
+            {"DATABASE_POOL_MIN_SIZE": "20"},
+            "DATABASE_POOL_MIN_SIZE=20 is over DATABASE_POOL_MAX_SIZE=10",
+        ),
+        (
+            {"DATABASE_POOL_MIN_SIZE": "3", "DATABASE_POOL_MAX_SIZE": "2"},
+            "DATABASE_POOL_MIN_SIZE=3 is over DATABASE_POOL_MAX_SIZE=2",
+        ),
         (
             {"OUTBOUND_ALLOWED_NETWORKS": "10.0.0.0/8, 10.0.0.0/33"},
             "OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/33' does not appear to be an IPv4 or IPv6",
@@ -204,7 +252,68 @@ def test_a_value_that_cannot_work_stops_the_start_naming_its_variable(
         load_settings(**environment)
 
 
-GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
+def manage_check(**environment: str) -> subprocess.CompletedProcess[str]:
+    """`manage.py check` as a process: logging is configured, and the pool read, only there."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        # Before: "ValueError: Unable to configure root logger", after the settings loaded.
+        ({"LOG_LEVEL": "LOUD"}, "LOG_LEVEL='LOUD': expected one of DEBUG, INFO, WARNING"),
+        # Before: dj_database_url.UnknownSchemeError.
+        ({"DATABASE_URL": "garbage"}, "DATABASE_URL='garbage': expected a postgres://"),
+        # Before: all three were accepted, and failed at the first query (the pool's
+        # "max_size must be >= min_size", or no MySQL speaking PostgreSQL's protocol).
+        ({"DATABASE_URL": "mysql://u@h/db"}, "DATABASE_URL='mysql://u@h/db': expected a post"),
+        ({"DATABASE_POOL_MIN_SIZE": "20"}, "DATABASE_POOL_MIN_SIZE=20 is over DATABASE_POOL_MAX"),
+    ],
+)
+def test_every_process_refuses_at_start_naming_the_variable(environment, message):
+    checked = manage_check(**environment)
+    assert checked.returncode != 0
+    last_line = checked.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("django.core.exceptions.ImproperlyConfigured: " + message), (
+        checked.stderr
+    )
+
+
+def test_log_level_is_read_in_any_case(load_settings):
+    # Before: "debug" stopped every process with "Unable to configure root logger".
+    assert load_settings(LOG_LEVEL="debug")["LOGGING"]["root"]["level"] == "DEBUG"
+    assert load_settings(LOG_LEVEL=" Warning ")["LOGGING"]["root"]["level"] == "WARNING"
+    assert manage_check(LOG_LEVEL="debug").returncode == 0
+
+
+# An empty value means "none" for these: lists, and a limit whose default is not empty.
+EMPTY_MEANS_NONE = {"ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "API_TOKEN_FAILURE_LIMIT"}
+
+
+def test_an_empty_variable_means_its_default(load_settings):
+    # As `.env.example`'s `NAME=` lines read, and as `make run` reads DATABASE_URL= and
+    # REDIS_URL=. Before: an empty SCHEDULER_EVENTS_CHANNEL published on the channel "", an
+    # empty LOG_LEVEL or DATABASE_URL stopped the start with a traceback, an empty
+    # DATABASE_TEST_NAME or EMAIL_BACKEND failed later.
+    defaults = load_settings()
+    emptied = load_settings(
+        **{name: "" for name in knobs_read_by_settings() if name not in EMPTY_MEANS_NONE}
+    )
+    differences = {
+        name: (value, emptied.get(name))
+        for name, value in defaults.items()
+        if name.isupper() and emptied.get(name) != value
+    }
+    assert not differences, differences
+    assert emptied["SCHEDULER_EVENTS_CHANNEL"] == "scheduler:events:scheduler:0"
+    assert load_settings(API_TOKEN_FAILURE_LIMIT="")["API_TOKEN_FAILURE_LIMIT"] == ""
 
 
 @pytest.mark.parametrize(
@@ -223,6 +332,22 @@ def test_the_production_server_refuses_what_cannot_work_by_the_same_rule(
         monkeypatch.setenv(name, value)
     with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
         runpy.run_path(str(GUNICORN_CONF))
+
+
+def test_the_production_server_reads_dotenv_like_the_settings(tmp_path, monkeypatch):
+    # deploy/'s Procfile and systemd unit run gunicorn directly: before, WEB_CONCURRENCY and
+    # PORT in `.env` were ignored by it (the settings, read later, load `.env` themselves).
+    (tmp_path / "deploy").mkdir()
+    conf = tmp_path / "deploy" / "gunicorn.conf.py"
+    shutil.copy(GUNICORN_CONF, conf)
+    (tmp_path / ".env").write_text("WEB_CONCURRENCY=7\nPORT=5123\n")
+    for name in ("WEB_CONCURRENCY", "PORT"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    config = runpy.run_path(str(conf))
+    assert (config["workers"], config["bind"]) == (7, ["0.0.0.0:5123"])
+    monkeypatch.setenv("WEB_CONCURRENCY", "2")
+    assert runpy.run_path(str(conf))["workers"] == 2
 
 
 def test_the_production_server_listens_where_it_is_told(monkeypatch):
@@ -256,6 +381,9 @@ def test_deployments_sharing_a_redis_server_publish_on_channels_of_their_own(loa
     }
     chosen = load_settings(SCHEDULER_EVENTS_CHANNEL="ours")["SCHEDULER_EVENTS_CHANNEL"]
     assert chosen == "ours"
+    # Empty, as for every other variable: the default (before: the channel "").
+    empty = load_settings(SCHEDULER_EVENTS_CHANNEL="", DATABASE_URL="postgres://db/jobs")
+    assert empty["SCHEDULER_EVENTS_CHANNEL"] == "scheduler:events:jobs:0"
 
 
 def test_development_may_use_the_development_key(load_settings):
@@ -289,13 +417,28 @@ def test_every_variable_settings_reads_is_in_env_example():
     assert not missing, f"add these to .env.example (with default and comment): {sorted(missing)}"
 
 
+def test_every_variable_the_code_reads_is_in_env_example():
+    # Before: gunicorn's WEB_CONCURRENCY and PORT were missing.
+    missing = variables_read_by_the_code() - set(documented_in_env_example())
+    assert not missing, f"add these to .env.example (with default and comment): {sorted(missing)}"
+
+
 def test_env_example_documents_nothing_that_is_not_read():
-    stale = (
-        set(documented_in_env_example())
-        - set(knobs_read_by_settings())
-        - variables_read_by_services()
-    )
+    stale = set(documented_in_env_example()) - variables_read_by_the_code()
     assert not stale, f"nothing reads these any more: {sorted(stale)}"
+
+
+def test_every_comment_of_env_example_belongs_to_a_variable():
+    # Before: "Where /api-docs loads Swagger UI's files from" was left without its variable.
+    variable = re.compile(r"^#?\s*[A-Z][A-Z0-9_]*=")
+    text = (ROOT / ".env.example").read_text()
+    _header, *blocks = text.split("\n\n")
+    orphans = [
+        block.strip().splitlines()[-1]
+        for block in blocks
+        if not variable.match(block.strip().splitlines()[-1])
+    ]
+    assert not orphans, f"comments with no variable under them: {orphans}"
 
 
 def test_env_example_shows_the_defaults_settings_really_use(load_settings):

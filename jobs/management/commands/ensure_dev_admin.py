@@ -10,8 +10,10 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.db.models import Field
 
 from jobs.api.auth import hash_token, issue_token
 from jobs.models import ApiToken
@@ -24,6 +26,38 @@ def read_credentials(path: Path) -> dict[str, str]:
     except (FileNotFoundError, ValueError):
         return {}
     return {key: value for key, value in stored.items() if isinstance(value, str)}
+
+
+def data_directory() -> Path:
+    """Where `make run` keeps its files: SCHEDULER_DATA_DIR, else the project's .data/
+    (as scheduler_project/devservices/paths.py has it)."""
+    return Path(os.environ.get("SCHEDULER_DATA_DIR") or settings.BASE_DIR / ".data").resolve()
+
+
+def checked_username(username: str) -> str:
+    """A name the user model's field takes (as `createsuperuser` would check it)."""
+    user_model = get_user_model()
+    field = user_model._meta.get_field(user_model.USERNAME_FIELD)
+    if not isinstance(field, Field):  # a relation: nothing a name could be checked against
+        return username
+    try:
+        field.clean(username, None)
+    except ValidationError as error:
+        raise CommandError(f"--username {username!r}: {' '.join(error.messages)}") from None
+    return username
+
+
+def checked_credentials_path(path: Path) -> Path:
+    """`path`, whose directory exists or is under the data directory (made on first use); a
+    mistyped path does not quietly become new directories holding a password."""
+    if path.is_dir():
+        raise CommandError(f"--credentials-file {path} is a directory: name a file in it.")
+    if not path.parent.is_dir() and not path.is_relative_to(data_directory()):
+        raise CommandError(
+            f"--credentials-file {path}: the directory {path.parent} does not exist "
+            f"(only directories under {data_directory()} are created)."
+        )
+    return path
 
 
 def write_credentials(path: Path, credentials: dict[str, str]) -> None:
@@ -47,8 +81,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--credentials-file",
             type=Path,
-            default=settings.BASE_DIR / ".data" / "dev-admin.json",
-            help="where the password and token are kept between runs (default .data/)",
+            default=data_directory() / "dev-admin.json",
+            help="where the password and token are kept between runs (default: "
+            "dev-admin.json in SCHEDULER_DATA_DIR, else .data/); its directory must exist "
+            "unless it is under that one",
         )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
         parser.add_argument("--force", action="store_true", help="run even when DEBUG is off")
@@ -59,8 +95,8 @@ class Command(BaseCommand):
                 "DEBUG is off: a development admin with a password on disk does not belong "
                 "in production. Use `createsuperuser` and `create_api_token`, or --force."
             )
-        path: Path = options["credentials_file"].resolve()
-        username: str = options["username"]
+        username = checked_username(options["username"])
+        path = checked_credentials_path(options["credentials_file"].resolve())
         stored = read_credentials(path)
         if stored.get("username") != username:
             stored = {}
