@@ -7,6 +7,13 @@ message is decoded and rendered as an SSE frame once, then handed to every clien
 queue: a client that falls `SSE_CLIENT_QUEUE_SIZE` frames behind is dropped (and told so)
 rather than slowing the others down or growing the server's memory.
 
+A job's events come from several processes (the web's `job.created`, a worker's
+`job.started` a millisecond later), each publishing after a linger of its own
+(`jobs.events.BackgroundPublisher`): a worker's could overtake the web's, and a client that
+keeps each job's last event showed a finished job as pending. So job events are held
+`HOLD_SECONDS` and sent in the order of their transitions (the job object's `updated_at`,
+the database's clock, then the life cycle's order within a millisecond).
+
 When Redis goes away the reader tells every client (`stream.status` `{"redis": "down"}`),
 retries with jittered exponential backoff, and on success says `{"redis": "up"}` followed
 by a fresh `stats.updated`, since whatever happened meanwhile was not seen.
@@ -16,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import json
 import logging
 from collections.abc import Callable
@@ -28,7 +37,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from jobs.events import STATS_UPDATED, decode_events
+from jobs.events import JOB_EVENT_TYPES, STATS_UPDATED, decode_events
 from jobs.reconnect import Backoff
 from jobs.stats import current_stats
 
@@ -39,6 +48,9 @@ logger = logging.getLogger(__name__)
 STREAM_STATUS = "stream.status"
 STREAM_DROPPED = "stream.dropped"
 KEEPALIVE = b": keep-alive\n\n"
+# Within one millisecond of `updated_at`, a job is created, then started, then the rest (2);
+# another event follows the job events held when it came (3).
+LIFE_ORDER = {"job.created": 0, "job.started": 1}
 
 
 def frame(event_type: str, data: Any) -> bytes:
@@ -80,6 +92,9 @@ class EventHub:
     # silent for 3 x PING_SECONDS is treated as lost (a half-open socket never errors).
     PING_SECONDS = 5.0
     READ_SECONDS = 1.0
+    # How long a job event waits for an earlier transition's event published by another
+    # process: beyond each publisher's 5 ms linger, with room for a busy machine.
+    HOLD_SECONDS = 0.025
 
     def __init__(self, url: str, channel: str, queue_size: int, keepalive_seconds: float) -> None:
         self.url = url
@@ -94,6 +109,10 @@ class EventHub:
         self._stopping: asyncio.Task[None] | None = None
         self._settled = asyncio.Event()
         self._backoff = Backoff(self.RETRY_MIN_SECONDS, self.RETRY_MAX_SECONDS, jitter=0.2)
+        # Job events held: (updated_at, life order, arrival number, arrival time, frame).
+        self._held: list[tuple[str, int, int, float, bytes]] = []
+        self._arrivals = itertools.count()
+        self._release_timer: asyncio.TimerHandle | None = None
 
     # --- clients --------------------------------------------------------------------------
 
@@ -114,6 +133,10 @@ class EventHub:
         if not self._clients and self._beat is not None:
             self._beat.cancel()
             self._beat = None
+        if not self._clients and self._release_timer is not None:
+            self._release_timer.cancel()
+            self._release_timer = None
+            self._held.clear()
         if not self._clients and self._task is not None:
             # The next reader waits for this one to finish closing its connection, so the
             # process never holds two subscriptions at once.
@@ -162,6 +185,8 @@ class EventHub:
     def close_all(self) -> None:
         """End every stream after the frames queued for it: the server is stopping. A browser
         reconnects by itself (the stream's `retry`) to a server that is still serving."""
+        while self._held:
+            self.broadcast(heapq.heappop(self._held)[4])
         for client in list(self._clients):
             client.closed = True
             client.deliver(client)
@@ -247,7 +272,31 @@ class EventHub:
             if not isinstance(event_type, str) or "\n" in event_type or "\r" in event_type:
                 logger.warning("SSE hub ignored an event with a bad type: %.200r", event)
                 continue
-            self.broadcast(frame(event_type, data))
+            updated_at = data.get("updated_at") if isinstance(data, dict) else None
+            if event_type in JOB_EVENT_TYPES and isinstance(updated_at, str):
+                self._hold(updated_at, LIFE_ORDER.get(event_type, 2), frame(event_type, data))
+            elif self._held:
+                # After the transitions held so far (stats.updated counts them).
+                self._hold(max(held[0] for held in self._held), 3, frame(event_type, data))
+            else:
+                self.broadcast(frame(event_type, data))
+
+    def _hold(self, updated_at: str, order: int, data: bytes) -> None:
+        arrival = (updated_at, order, next(self._arrivals), self.loop.time(), data)
+        heapq.heappush(self._held, arrival)
+        if self._release_timer is None:
+            self._release_timer = self.loop.call_later(self.HOLD_SECONDS, self._release)
+
+    def _release(self) -> None:
+        """Send, earliest transition first, the held events as long as the earliest has been
+        held its time: one published later by another process, but earlier, goes first."""
+        self._release_timer = None
+        now = self.loop.time()
+        while self._held and self._held[0][3] + self.HOLD_SECONDS <= now:
+            self.broadcast(heapq.heappop(self._held)[4])
+        if self._held:
+            wait = self._held[0][3] + self.HOLD_SECONDS - now
+            self._release_timer = self.loop.call_later(wait, self._release)
 
     async def _broadcast_stats(self) -> None:
         try:

@@ -390,6 +390,50 @@ def test_many_clients_share_one_subscription_and_cycles_leave_nothing_behind(
         time.sleep(0.2)
 
 
+def test_a_jobs_events_reach_a_client_in_the_order_of_its_transitions() -> None:
+    """A worker's job.started and job.completed could reach the channel before the web
+    process's job.created (each process publishes after a linger of its own): a client
+    keeping each job's last event showed a finished job as pending."""
+    channel = f"{settings.SCHEDULER_EVENTS_CHANNEL}:order:{uuid.uuid4().hex}"
+
+    def event(event_type: str, job_id: str, updated_at: str) -> dict[str, Any]:
+        return {"type": event_type, "data": {"id": job_id, "updated_at": updated_at}}
+
+    # Arrived in this order; `updated_at` is each transition's time.
+    arrived = [
+        event("job.completed", "a", "2026-12-07T05:00:00.004Z"),
+        event("job.started", "a", "2026-12-07T05:00:00.001Z"),
+        event("job.created", "b", "2026-12-07T05:00:00.002Z"),
+        event("job.created", "a", "2026-12-07T05:00:00.001Z"),  # the same millisecond
+    ]
+
+    async def scenario() -> list[tuple[str, str]]:
+        hub = EventHub(settings.REDIS_URL, channel, queue_size=10, keepalive_seconds=60)
+        delivered = asyncio.Event()
+        client = hub.join(lambda _: delivered.set())
+        await hub.wait_settled(5)
+        publisher = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        await publisher.publish(channel, json.dumps(arrived))
+        await publisher.aclose()
+        frames: list[bytes] = []
+        while len(frames) < len(arrived):
+            await asyncio.wait_for(delivered.wait(), 5)
+            delivered.clear()
+            frames += client.take().split(b"\n\n")[:-1]
+        hub.leave(client)
+        sent = [block.decode().split("\n") for block in frames]
+        return [
+            (lines[0].removeprefix("event: "), json.loads(lines[1][6:])["id"]) for lines in sent
+        ]
+
+    assert asyncio.run(scenario()) == [
+        ("job.created", "a"),
+        ("job.started", "a"),
+        ("job.created", "b"),
+        ("job.completed", "a"),
+    ]
+
+
 def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
     """The hub itself, in this process, on a real Redis channel of its own."""
     channel = f"{settings.SCHEDULER_EVENTS_CHANNEL}:slow:{uuid.uuid4().hex}"
