@@ -3,9 +3,15 @@
 A job's URL is chosen by whoever may create jobs or webhooks; left alone it could reach the
 database, a cloud metadata service or an admin port on the worker's own network. So every
 connection goes only to public addresses: the address checked is the one actually
-connected to, after DNS resolution and on every redirect, so a name that resolves to a
-public address when validated and to 127.0.0.1 when used (DNS rebinding) is refused too.
-Networks listed in `OUTBOUND_ALLOWED_NETWORKS` (CIDR, e.g. 10.1.2.0/24) are let through.
+connected to, after DNS resolution, so a name that resolves to a public address when
+validated and to 127.0.0.1 when used (DNS rebinding) is refused too. Networks listed in
+`OUTBOUND_ALLOWED_NETWORKS` (CIDR, e.g. 10.1.2.0/24) are let through.
+
+Redirects are not followed: a 3xx answer is an HTTPError like any other non-2xx. urllib
+follows a 301-303 as a GET without the body, sends every header (a webhook's signature, a
+job's Authorization) to whatever host Location names, and the job then completes on that
+host's answer; it also follows one to ftp://, through a handler of its own that connects
+past the guard. The request goes where its URL says, or fails saying where it was sent.
 
 Environment proxies (http_proxy...) are not used: the guard must see the real target.
 
@@ -190,18 +196,29 @@ class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
         )
 
 
-@contextmanager
-def urlopen(request: urllib.request.Request, timeout: float) -> Iterator[Any]:
-    """urllib.request.urlopen, connecting to permitted addresses only (redirects included).
-    A refused target raises URLError whose reason is a TargetRefused. The exchange, redirects
-    and what the `with` block reads of the answer included, ends within `timeout` seconds,
-    or raises TimeoutError."""
-    deadline = _Deadline(timeout)
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({}),
+def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
+    """HTTP and HTTPS through guarded connections, and nothing else: build_opener would add
+    the environment's proxies, the redirect handler and the FTP, file and data handlers."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.UnknownHandler(),
         _GuardedHTTPHandler(deadline),
         _GuardedHTTPSHandler(deadline),
-    )
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
+@contextmanager
+def urlopen(request: urllib.request.Request, timeout: float) -> Iterator[Any]:
+    """urllib.request.urlopen, connecting to permitted addresses only and following no
+    redirect (a 3xx answer raises HTTPError). A refused target raises URLError whose reason
+    is a TargetRefused. The exchange, what the `with` block reads of the answer included,
+    ends within `timeout` seconds, or raises TimeoutError."""
+    deadline = _Deadline(timeout)
+    opener = _opener(deadline)
     late = TimeoutError(f"timed out: no complete answer within {timeout:g} s")
     try:
         with opener.open(request, timeout=timeout) as response:

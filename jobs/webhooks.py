@@ -11,7 +11,9 @@ the list of active webhooks for `WEBHOOK_CACHE_SECONDS`, so with no webhook an e
 query at all; when a webhook matches, one query confirms it still exists before anything is
 enqueued, so a deleted webhook stops at once everywhere and a new one starts within the
 cache interval. Events about delivery jobs themselves (marked by the `X-Scheduler-Webhook`
-header in their payload) are never delivered, so deliveries cannot loop.
+header in their payload) are never delivered, so deliveries cannot loop. A delivery already
+enqueued checks again when it runs (`withdrawn`): one waiting for its turn, for a retry or
+in the DLQ when its webhook is deleted is never sent.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import re
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -87,12 +91,27 @@ def validate(url: Any, event_types: Any, secret: Any) -> dict[str, list[str]]:
     max_secret = Webhook._meta.get_field("secret").max_length or 200
     if not isinstance(secret, str) or not secret.strip():
         errors["secret"] = ["This field is required: deliveries are signed with it."]
+    elif secret != secret.strip():
+        # Refused rather than trimmed: the receiver signs with the secret as it was given
+        # there, and a space picked up by a copy is invisible on both sides.
+        errors["secret"] = [
+            "Must not begin or end with whitespace: the receiver has to sign with exactly "
+            "the same secret, so remove it here (and there, if it has it)."
+        ]
     elif len(secret) > max_secret:
         errors["secret"] = [f"At most {max_secret} characters."]
     return errors
 
 
 def _url_errors(url: str) -> list[str]:
+    # Before the validator, which calls a URL with an empty user name no URL at all.
+    with suppress(ValueError):  # an unclosed "[": the validator refuses it below
+        if "@" in urlsplit(url).netloc:
+            return [
+                "Must not hold a user name or password (user:password@): deliveries do not "
+                "send them, and every viewer sees a delivery's URL. Receivers check the "
+                "signature."
+            ]
     try:
         _url_validator(url)
     except ValidationError:
@@ -167,6 +186,22 @@ def delivery_spec(
     return state.JobSpec(
         type=DELIVERY_TYPE, payload=payload, priority=priority, queue=DELIVERY_QUEUE
     )
+
+
+def withdrawn(headers: dict[str, str]) -> str | None:
+    """Why a request must not be sent: it is a delivery whose webhook no longer exists. None
+    for any other request.
+
+    Only existence is checked: the signature was made when the delivery was enqueued, and
+    the secret is never looked up here, since signing at send time would sign whatever
+    body any `http_request` job naming the webhook carried, for whoever may create jobs."""
+    webhook_id = headers.get(WEBHOOK_HEADER)
+    if webhook_id is None:
+        return None
+    gone = f"webhook {webhook_id} was deleted"
+    if not (webhook_id.isascii() and webhook_id.isdigit()):
+        return gone
+    return None if Webhook.objects.filter(id=int(webhook_id)).exists() else gone
 
 
 def is_delivery(job: dict[str, Any]) -> bool:

@@ -10,11 +10,12 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 
-from jobs import bulk, limits, outbound
+from jobs import bulk, limits, outbound, webhooks
 from jobs.registry import RetryAfter, handler
 
 if TYPE_CHECKING:
@@ -84,12 +85,16 @@ def send_email(job: JobContext) -> dict[str, Any]:
     timeout=310,
 )
 def http_request(job: JobContext) -> dict[str, Any]:
-    """Make an HTTP request (webhooks). A non-2xx answer or a timeout fails the attempt, and
-    so does a target on an internal network (jobs/outbound.py); a 429 or 503 answer with a
-    Retry-After is tried again when it says."""
+    """Make an HTTP request (webhooks). A non-2xx answer (a redirect too: none is followed)
+    or a timeout fails the attempt, and so does a target on an internal network
+    (jobs/outbound.py); a 429 or 503 answer with a Retry-After is tried again when it says.
+    A webhook's delivery is not sent once its webhook is deleted."""
     payload = job.payload
     body = None
     headers = dict(payload.get("headers") or {})
+    if (withdrawn := webhooks.withdrawn(headers)) is not None:
+        job.logger.info("not sent: %s", withdrawn)
+        return {"sent": False, "reason": withdrawn}
     if "body" in payload:
         body = payload["body"].encode()
     elif "json" in payload:
@@ -105,6 +110,13 @@ def http_request(job: JobContext) -> dict[str, Any]:
     except urllib.error.HTTPError as exc:
         exc.close()  # the error holds the open response; the attempt keeps only its status
         answered = f"{payload['url']} answered {exc.code} {exc.reason}"
+        location = exc.headers.get("Location")
+        if 300 <= exc.code < 400 and location:
+            # Named in full, so that the operator can tell whether it is the URL to use.
+            raise HandlerFailure(
+                f"{answered}, pointing to {urljoin(payload['url'], location)}; redirects are "
+                "not followed: if that is the right address, use it instead"
+            ) from exc
         wait = retry_after(exc.headers.get("Retry-After")) if exc.code in (429, 503) else None
         if wait is not None:
             raise RetryAfter(wait, f"{answered}; it asked to be tried again in {wait:g} s") from exc

@@ -159,6 +159,9 @@ class WebhookForm(forms.Form):
     )
     secret = forms.CharField(
         label="Signing secret",
+        # Kept as typed: jobs.webhooks refuses whitespace around it rather than trimming it,
+        # which would sign with a secret the receiver does not have.
+        strip=False,
         help_text="Deliveries carry an HMAC-SHA256 signature made with it.",
         widget=forms.TextInput(attrs={"autocomplete": "off", "class": "mono"}),
     )

@@ -446,3 +446,22 @@ def test_an_estimated_count_in_the_admin_says_about(
     assert re.search(r"about \d+ jobs\s", listed)
     exact = superuser_client.get(JOBS + "?type=send_email").content.decode()
     assert re.search(r"\s0 jobs\s", exact) and "about" not in exact
+
+
+def test_the_webhook_admin_refuses_credentials_in_the_url_and_a_secret_typed_with_spaces(
+    superuser_client: Client,
+) -> None:
+    refused = superuser_client.post(
+        "/admin/jobs/webhook/add/",
+        {
+            "url": "https://ops:hunter2@example.com/hook",
+            "event_types": ["job.failed"],
+            "secret": " päd sec ",
+            "is_active": "on",
+        },
+    )
+    assert refused.status_code == 200
+    errors = refused.context["adminform"].form.errors
+    assert "user name or password" in errors["url"][0]
+    assert "begin or end with whitespace" in errors["secret"][0]
+    assert not Webhook.objects.exists()

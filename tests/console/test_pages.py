@@ -799,3 +799,33 @@ def test_a_time_in_a_list_names_its_year_when_it_is_not_this_years() -> None:
     last_year = now.replace(year=now.year - 1, month=6, day=6, hour=23, minute=5)
     assert f">Jun 06 {now.year - 1}, 23:05</time>" in when(last_year)
     assert now.strftime(">%H:%M:%S</time>") in when(now)
+
+
+def test_a_webhook_form_refuses_credentials_in_the_url_and_spaces_around_the_secret(
+    as_operator: Client,
+) -> None:
+    with_password = as_operator.post(
+        "/settings/webhooks",
+        {
+            "url": "https://ops:hunter2@hooks.example.com/h",
+            "event_types": ["job.failed"],
+            "secret": "s",
+        },
+    )
+    assert with_password.status_code == 400
+    body = text(with_password)
+    assert "Must not hold a user name or password" in body[body.index('id="field-url"') :]
+    # Typed with spaces around it: refused, not saved trimmed (a receiver signing with the
+    # secret as typed would refuse every delivery).
+    spaced = as_operator.post(
+        "/settings/webhooks",
+        {
+            "url": "https://hooks.example.com/h",
+            "event_types": ["job.failed"],
+            "secret": "  päd sec  ",
+        },
+    )
+    assert spaced.status_code == 400
+    body = text(spaced)
+    assert "begin or end with whitespace" in body[body.index('id="field-secret"') :]
+    assert not Webhook.objects.exists()

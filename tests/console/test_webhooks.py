@@ -12,6 +12,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from django.utils import timezone
 from jobs import state, webhooks
 from jobs.models import Job, JobStatus, Webhook, Worker
 from jobs.webhooks import create_webhook, delete_webhook, send_test, sign
+from worker.worker import Worker as WorkerLoop
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -322,3 +324,84 @@ def test_a_failing_receiver_makes_the_delivery_retry_like_any_job(
     assert failed.status == JobStatus.FAILED and not failed.in_dlq
     assert failed.attempt_count == 1 and failed.next_retry_at is not None
     assert "503" in (failed.last_error or "")
+
+
+# --- a deleted webhook, credentials in its URL, its secret as typed ----------------------------
+
+
+def validate_url(url: str) -> list[str]:
+    return webhooks.validate(url, ["job.failed"], "s").get("url", [])
+
+
+def enqueue_delivery(hook: Webhook, max_retries: int) -> uuid.UUID:
+    spec = webhooks.delivery_spec(hook.id, hook.url, hook.secret, "webhook.test", {"n": 1})
+    job = state.enqueue(spec.type, spec.payload, queue=spec.queue, max_retries=max_retries)
+    return uuid.UUID(job["id"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deleted_webhooks_deliveries_are_not_sent_wherever_they_wait(
+    receiver: Receiver,
+) -> None:
+    hook = create_webhook(url=receiver.url, event_types=["job.failed"], secret="s", user=None)
+    receiver.status = 503
+    retrying = enqueue_delivery(hook, max_retries=3)
+    dead = enqueue_delivery(hook, max_retries=1)
+    assert WorkerLoop(once=True).run() == 0
+    assert len(receiver.requests) == 2
+    assert Job.objects.get(id=dead).in_dlq
+    assert Job.objects.get(id=retrying).next_retry_at is not None
+    queued = uuid.UUID(send_test(hook)["id"])
+
+    delete_webhook(hook.id)
+    receiver.status = 200
+    receiver.requests.clear()
+    state.retry_from_dlq(dead)
+    Job.objects.filter(id=retrying).update(run_at=timezone.now() - timedelta(seconds=1))
+    assert WorkerLoop(once=True).run() == 0
+
+    assert receiver.requests == []
+    for delivery in Job.objects.filter(id__in=[retrying, dead, queued]):
+        assert delivery.status == JobStatus.COMPLETED and not delivery.in_dlq
+        assert delivery.result == {"sent": False, "reason": f"webhook {hook.id} was deleted"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:hunter2@example.com/hook",
+        "https://user@example.com/hook",
+        "https://:hunter2@example.com/hook",
+    ],
+)
+def test_a_webhook_url_with_credentials_is_refused_without_repeating_them(url: str) -> None:
+    with pytest.raises(state.JobValidationError) as refused:
+        create_webhook(url=url, event_types=["job.failed"], secret="s", user=None)
+    (message,) = refused.value.details["url"]
+    assert "user name or password" in message and "hunter2" not in message
+    assert not Webhook.objects.exists()
+    # Not a URL urlsplit can take apart: refused by the validator, not an exception.
+    assert validate_url("https://[::1@example.com/hook") == ["Enter an http:// or https:// URL."]
+    # An @ further on is no credential.
+    create_webhook(
+        url="https://example.com/hook?to=ops@example.com",
+        event_types=["job.failed"],
+        secret="s",
+        user=None,
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("secret", ["  päd sec  ", "päd sec ", "\tpäd sec", "päd sec\n"])
+def test_a_secret_with_whitespace_around_it_is_refused_and_one_inside_kept(secret: str) -> None:
+    with pytest.raises(state.JobValidationError) as refused:
+        create_webhook(
+            url="https://example.com/h", event_types=["job.failed"], secret=secret, user=None
+        )
+    assert "begin or end with whitespace" in refused.value.details["secret"][0]
+    hook = create_webhook(
+        url="https://example.com/h", event_types=["job.failed"], secret="päd sec", user=None
+    )
+    hook.refresh_from_db()
+    assert hook.secret == "päd sec"

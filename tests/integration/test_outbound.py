@@ -4,6 +4,7 @@ the address checked is the one connected to, so names and redirects cannot sneak
 from __future__ import annotations
 
 import ipaddress
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -122,3 +123,109 @@ def test_a_webhook_to_an_internal_address_is_refused_unless_allowed(
     settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128", "10.0.0.0/8"]
     assert validate(url, ["job.completed"], "secret") == {}
     assert validate("https://hooks.example.com/x", ["job.completed"], "secret") == {}
+
+
+class Redirecting(BaseHTTPRequestHandler):
+    """`/from/<status>` answers that status with the Location in the `X-Location` header
+    (or `/to`); every request is recorded with its headers."""
+
+    requests: list[tuple[str, str, dict[str, str]]] = []
+
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        Redirecting.requests.append((self.command, self.path, dict(self.headers.items())))
+        if self.path.startswith("/from/"):
+            self.send_response(int(self.path.rsplit("/", 1)[-1]))
+            self.send_header("Location", self.headers.get("X-Location", "/to"))
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def redirecting(settings: Any) -> Iterator[str]:
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    Redirecting.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@with_worker
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_not_followed_and_fails_the_attempt_naming_where_it_points(
+    redirecting: str, status: int
+) -> None:
+    # A signed webhook delivery: followed, 301-303 became a GET without the body, carrying
+    # the signature headers to whatever Location named, and completed on its 200.
+    signed = {
+        "X-Scheduler-Event": "job.completed",
+        "X-Scheduler-Signature": "sha256=abc",
+        "X-Location": f"{redirecting}/to",
+    }
+    job = state.enqueue(
+        "http_request",
+        {"url": f"{redirecting}/from/{status}", "headers": signed, "body": "{}"},
+        max_retries=2,
+    )
+    assert Worker(once=True).run() == 0
+
+    failed = Job.objects.get(id=job["id"])
+    (attempt,) = JobAttempt.objects.filter(job_id=job["id"])
+    assert [(method, path) for method, path, _ in Redirecting.requests] == [
+        ("POST", f"/from/{status}")
+    ]
+    # Retried as any failure is, and the message says where the URL points now.
+    assert failed.status == "failed" and not failed.in_dlq and failed.next_retry_at
+    assert attempt.error_type == "HandlerFailure"
+    assert f"answered {status} " in attempt.error_message
+    assert f"{redirecting}/to" in attempt.error_message
+    assert "redirects are not followed" in attempt.error_message
+
+
+@with_worker
+def test_a_relative_location_is_named_in_full(redirecting: str) -> None:
+    job = state.enqueue(
+        "http_request",
+        {"method": "GET", "url": f"{redirecting}/from/301", "headers": {"X-Location": "moved"}},
+        max_retries=1,
+    )
+    assert Worker(once=True).run() == 0
+
+    (attempt,) = JobAttempt.objects.filter(job_id=job["id"])
+    assert f"{redirecting}/from/moved" in attempt.error_message
+    assert len(Redirecting.requests) == 1
+
+
+@with_worker
+def test_a_redirect_to_ftp_connects_nowhere(redirecting: str) -> None:
+    # urllib follows a redirect to ftp:// with its own FTP handler, whose connection the
+    # guard never sees: 127.0.0.2 is not in OUTBOUND_ALLOWED_NETWORKS.
+    with socket.create_server(("127.0.0.2", 0)) as inside:
+        target = f"ftp://127.0.0.2:{inside.getsockname()[1]}/etc/passwd"
+        job = state.enqueue(
+            "http_request",
+            {
+                "method": "GET",
+                "url": f"{redirecting}/from/302",
+                "headers": {"X-Location": target},
+                "timeout": 1,
+            },
+            max_retries=1,
+        )
+        assert Worker(once=True).run() == 0
+
+        inside.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            inside.accept()  # nobody knocked
+    (attempt,) = JobAttempt.objects.filter(job_id=job["id"])
+    assert "answered 302 " in attempt.error_message and target in attempt.error_message
