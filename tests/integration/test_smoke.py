@@ -82,11 +82,13 @@ def http(method: str, url: str, token: str | None = None, body: Any = None) -> t
 
 @pytest.mark.slow
 def test_token_from_the_command_drives_the_api_over_http(server, subprocess_env):
-    # As the README says to make one, beside `make run` or not.
+    # As the README says to make one, beside `make run` or not, from a shell: not as a
+    # sub-make of `make test`, which would print the directories it enters.
+    shell = {k: v for k, v in subprocess_env.items() if k not in ("MAKELEVEL", "MAKEFLAGS")}
     made = subprocess.run(
         ["make", "manage", "ARGS=create_api_token smoke-ops --role operator"],
         cwd=ROOT,
-        env=subprocess_env,
+        env=shell,
         capture_output=True,
         text=True,
         check=True,
