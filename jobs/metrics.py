@@ -49,7 +49,7 @@ _HISTOGRAMS = {
     ),
     "run_seconds": (
         "scheduler_job_run_seconds",
-        "How long an attempt ran, by outcome (succeeded, failed).",
+        "How long an attempt ran, by outcome (succeeded, failed, cancelled).",
         ["type", "queue", "outcome"],
     ),
 }

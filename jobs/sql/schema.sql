@@ -468,8 +468,10 @@ $$ SELECT coalesce(
                                     + (seconds <> ALL (scheduler_metric_buckets()))::integer],
        'Infinity') $$;
 
--- How long each closed attempt ran, by outcome (succeeded, failed). An attempt's row before
--- and after is paired by a grouping on its id, as in `scheduler_count_jobs`, which says why.
+-- How long each closed attempt ran, by outcome (succeeded, failed, cancelled: a running
+-- attempt an operator cancelled is closed as failed, and `scheduler_jobs_failed_total`,
+-- the job's failures, does not count it). An attempt's row before and after is paired by a
+-- grouping on its id, as in `scheduler_count_jobs`, which says why.
 CREATE OR REPLACE FUNCTION scheduler_metric_attempts() RETURNS trigger
 LANGUAGE plpgsql AS
 $$ BEGIN
@@ -477,11 +479,15 @@ $$ BEGIN
     SELECT 'run_seconds', j.type, j.queue, c.status,
            scheduler_metric_le(c.duration_ms / 1000.0), count(*), sum(c.duration_ms / 1000.0)
     FROM (
-        SELECT s.job_id, min(s.status) FILTER (WHERE s.after) AS status,
+        SELECT s.job_id, min(s.outcome) FILTER (WHERE s.after) AS status,
                min(s.duration_ms) FILTER (WHERE s.after) AS duration_ms
-        FROM (SELECT false AS after, id, job_id, status, duration_ms, finished_at FROM old_rows
+        FROM (SELECT false AS after, id, job_id, status AS outcome, duration_ms, finished_at
+              FROM old_rows
               UNION ALL
-              SELECT true, id, job_id, status, duration_ms, finished_at FROM new_rows) AS s
+              SELECT true, id, job_id,
+                     CASE WHEN error_type = 'Cancelled' THEN 'cancelled' ELSE status END,
+                     duration_ms, finished_at
+              FROM new_rows) AS s
         GROUP BY s.id, s.job_id
         HAVING bool_and(s.finished_at IS NULL) FILTER (WHERE NOT s.after)
            AND bool_and(s.finished_at IS NOT NULL) FILTER (WHERE s.after)
