@@ -14,6 +14,11 @@ keeps each job's last event showed a finished job as pending. So job events are 
 `HOLD_SECONDS` and sent in the order of their transitions (the job object's `updated_at`,
 the database's clock, then the life cycle's order within a millisecond).
 
+`stats.updated` from the channel only says that the counters moved: the hub reads them
+itself, at most once per `SCHEDULER_STATS_INTERVAL`, one read after another. Forwarded as
+published, they came from every process's publisher, more often than the interval, and a
+snapshot read earlier but published later made the counters step back.
+
 When Redis goes away the reader tells every client (`stream.status` `{"redis": "down"}`),
 retries with jittered exponential backoff, and on success says `{"redis": "up"}` followed
 by a fresh `stats.updated`, since whatever happened meanwhile was not seen.
@@ -113,6 +118,8 @@ class EventHub:
         self._held: list[tuple[str, int, int, float, bytes]] = []
         self._arrivals = itertools.count()
         self._release_timer: asyncio.TimerHandle | None = None
+        self._stats_reader: asyncio.Task[None] | None = None
+        self._stats_moved = False
 
     # --- clients --------------------------------------------------------------------------
 
@@ -133,6 +140,9 @@ class EventHub:
         if not self._clients and self._beat is not None:
             self._beat.cancel()
             self._beat = None
+        if not self._clients and self._stats_reader is not None:
+            self._stats_reader.cancel()
+            self._stats_reader = None
         if not self._clients and self._release_timer is not None:
             self._release_timer.cancel()
             self._release_timer = None
@@ -275,11 +285,17 @@ class EventHub:
             updated_at = data.get("updated_at") if isinstance(data, dict) else None
             if event_type in JOB_EVENT_TYPES and isinstance(updated_at, str):
                 self._hold(updated_at, LIFE_ORDER.get(event_type, 2), frame(event_type, data))
-            elif self._held:
-                # After the transitions held so far (stats.updated counts them).
-                self._hold(max(held[0] for held in self._held), 3, frame(event_type, data))
+            elif event_type == STATS_UPDATED:
+                self._stats_changed()
             else:
-                self.broadcast(frame(event_type, data))
+                self._after_held(frame(event_type, data))
+
+    def _after_held(self, data: bytes) -> None:
+        """Send `data` after the job events held so far (stats.updated counts them)."""
+        if self._held:
+            self._hold(max(held[0] for held in self._held), 3, data)
+        else:
+            self.broadcast(data)
 
     def _hold(self, updated_at: str, order: int, data: bytes) -> None:
         arrival = (updated_at, order, next(self._arrivals), self.loop.time(), data)
@@ -298,13 +314,27 @@ class EventHub:
             wait = self._held[0][3] + self.HOLD_SECONDS - now
             self._release_timer = self.loop.call_later(wait, self._release)
 
+    def _stats_changed(self) -> None:
+        if self._stats_reader is not None and not self._stats_reader.done():
+            self._stats_moved = True  # read again once the interval is over
+            return
+        self._stats_reader = self.loop.create_task(self._read_stats(), name="sse-hub-stats")
+
+    async def _read_stats(self) -> None:
+        self._stats_moved = True
+        while self._stats_moved and self._clients:
+            self._stats_moved = False
+            began = self.loop.time()
+            await self._broadcast_stats()
+            await asyncio.sleep(settings.SCHEDULER_STATS_INTERVAL - (self.loop.time() - began))
+
     async def _broadcast_stats(self) -> None:
         try:
             stats = await read_and_release(current_stats)
         except DatabaseError as exc:
-            logger.warning("SSE hub could not read stats after reconnecting: %s", exc)
+            logger.warning("SSE hub could not read the job counters: %s", exc)
             return
-        self.broadcast(frame(STATS_UPDATED, stats))
+        self._after_held(frame(STATS_UPDATED, stats))
 
 
 _hub: EventHub | None = None

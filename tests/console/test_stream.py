@@ -434,6 +434,35 @@ def test_a_jobs_events_reach_a_client_in_the_order_of_its_transitions() -> None:
     ]
 
 
+def test_stats_come_from_the_hubs_own_reads_never_a_step_back() -> None:
+    """Processes publish stats.updated as they read them: a snapshot read before another but
+    published after it made a stream's counters step back. The hub takes one as a sign that
+    the counters moved and reads them itself."""
+    channel = f"{settings.SCHEDULER_EVENTS_CHANNEL}:stats:{uuid.uuid4().hex}"
+    state.enqueue("noop", {}, priority=2)
+    counted = current_stats()
+    late = {**counted, "pending": counted["pending"] - 1, "total": counted["total"] - 1}
+
+    async def scenario() -> list[dict[str, Any]]:
+        hub = EventHub(settings.REDIS_URL, channel, queue_size=10, keepalive_seconds=60)
+        delivered = asyncio.Event()
+        client = hub.join(lambda _: delivered.set())
+        await hub.wait_settled(5)
+        publisher = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+        # Fresh counters from one process, then an older snapshot from another.
+        for stats in (counted, late):
+            await publisher.publish(channel, json.dumps({"type": "stats.updated", "data": stats}))
+        await publisher.aclose()
+        await asyncio.wait_for(delivered.wait(), 5)
+        await asyncio.sleep(2 * settings.SCHEDULER_STATS_INTERVAL)  # the read after both
+        sent = client.take().split(b"\n\n")[:-1]
+        hub.leave(client)
+        return [json.loads(block.split(b"\ndata: ")[1]) for block in sent]
+
+    received = asyncio.run(scenario())
+    assert received and all(stats == counted for stats in received), received
+
+
 def test_a_slow_client_is_dropped_and_told_while_others_keep_up() -> None:
     """The hub itself, in this process, on a real Redis channel of its own."""
     channel = f"{settings.SCHEDULER_EVENTS_CHANNEL}:slow:{uuid.uuid4().hex}"
