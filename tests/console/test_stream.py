@@ -390,6 +390,22 @@ def test_many_clients_share_one_subscription_and_cycles_leave_nothing_behind(
         time.sleep(0.2)
 
 
+async def published_to_a_hub(
+    channel: str, messages: list[Any]
+) -> tuple[EventHub, Client, asyncio.Event]:
+    """A client of a hub of its own on `channel`, then each of `messages` published there;
+    the event is set whenever frames are queued for the client."""
+    hub = EventHub(settings.REDIS_URL, channel, queue_size=10, keepalive_seconds=60)
+    delivered = asyncio.Event()
+    client = hub.join(lambda _: delivered.set())
+    await hub.wait_settled(5)
+    publisher = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+    for message in messages:
+        await publisher.publish(channel, json.dumps(message))
+    await publisher.aclose()
+    return hub, client, delivered
+
+
 def test_a_jobs_events_reach_a_client_in_the_order_of_its_transitions() -> None:
     """A worker's job.started and job.completed could reach the channel before the web
     process's job.created (each process publishes after a linger of its own): a client
@@ -408,13 +424,7 @@ def test_a_jobs_events_reach_a_client_in_the_order_of_its_transitions() -> None:
     ]
 
     async def scenario() -> list[tuple[str, str]]:
-        hub = EventHub(settings.REDIS_URL, channel, queue_size=10, keepalive_seconds=60)
-        delivered = asyncio.Event()
-        client = hub.join(lambda _: delivered.set())
-        await hub.wait_settled(5)
-        publisher = redis.asyncio.Redis.from_url(settings.REDIS_URL)
-        await publisher.publish(channel, json.dumps(arrived))
-        await publisher.aclose()
+        hub, client, delivered = await published_to_a_hub(channel, [arrived])
         frames: list[bytes] = []
         while len(frames) < len(arrived):
             await asyncio.wait_for(delivered.wait(), 5)
@@ -444,15 +454,9 @@ def test_stats_come_from_the_hubs_own_reads_never_a_step_back() -> None:
     late = {**counted, "pending": counted["pending"] - 1, "total": counted["total"] - 1}
 
     async def scenario() -> list[dict[str, Any]]:
-        hub = EventHub(settings.REDIS_URL, channel, queue_size=10, keepalive_seconds=60)
-        delivered = asyncio.Event()
-        client = hub.join(lambda _: delivered.set())
-        await hub.wait_settled(5)
-        publisher = redis.asyncio.Redis.from_url(settings.REDIS_URL)
         # Fresh counters from one process, then an older snapshot from another.
-        for stats in (counted, late):
-            await publisher.publish(channel, json.dumps({"type": "stats.updated", "data": stats}))
-        await publisher.aclose()
+        messages = [{"type": "stats.updated", "data": stats} for stats in (counted, late)]
+        hub, client, delivered = await published_to_a_hub(channel, messages)
         await asyncio.wait_for(delivered.wait(), 5)
         await asyncio.sleep(2 * settings.SCHEDULER_STATS_INTERVAL)  # the read after both
         sent = client.take().split(b"\n\n")[:-1]
