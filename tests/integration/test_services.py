@@ -519,11 +519,8 @@ def test_ensure_dev_admin_refuses_a_username_django_would_not_take(tmp_path, set
 
 
 @pytest.mark.django_db
-def test_ensure_dev_admin_creates_no_directory_outside_the_data_directory(
-    tmp_path, settings, monkeypatch
-):
+def test_ensure_dev_admin_creates_no_directory(tmp_path, settings):
     settings.DEBUG = True
-    monkeypatch.setenv("SCHEDULER_DATA_DIR", str(tmp_path / "data"))
     # Before: a mistyped path quietly became new directories, with the password in them.
     elsewhere = tmp_path / "no" / "such" / "dir" / "dev-admin.json"
     with pytest.raises(CommandError, match=f"{elsewhere.parent} does not exist"):
@@ -532,9 +529,3 @@ def test_ensure_dev_admin_creates_no_directory_outside_the_data_directory(
     assert not User.objects.filter(username="admin").exists()
     with pytest.raises(CommandError, match="is a directory"):
         ensure_dev_admin(tmp_path)
-
-    # `make run` keeps it in its data directory, made on first use (SCHEDULER_DATA_DIR, or
-    # the project's .data/), also when it is given servers and so started none there.
-    in_data = tmp_path / "data" / "dev-admin.json"
-    created = ensure_dev_admin(in_data)
-    assert json.loads(in_data.read_text()) == created

@@ -28,12 +28,6 @@ def read_credentials(path: Path) -> dict[str, str]:
     return {key: value for key, value in stored.items() if isinstance(value, str)}
 
 
-def data_directory() -> Path:
-    """Where `make run` keeps its files: SCHEDULER_DATA_DIR, else the project's .data/
-    (as scheduler_project/devservices/paths.py has it)."""
-    return Path(os.environ.get("SCHEDULER_DATA_DIR") or settings.BASE_DIR / ".data").resolve()
-
-
 def checked_username(username: str) -> str:
     """A name the user model's field takes (as `createsuperuser` would check it)."""
     user_model = get_user_model()
@@ -48,20 +42,18 @@ def checked_username(username: str) -> str:
 
 
 def checked_credentials_path(path: Path) -> Path:
-    """`path`, whose directory exists or is under the data directory (made on first use); a
+    """`path`, in a directory that exists (`make run` makes its data directory first): a
     mistyped path does not quietly become new directories holding a password."""
     if path.is_dir():
         raise CommandError(f"--credentials-file {path} is a directory: name a file in it.")
-    if not path.parent.is_dir() and not path.is_relative_to(data_directory()):
+    if not path.parent.is_dir():
         raise CommandError(
-            f"--credentials-file {path}: the directory {path.parent} does not exist "
-            f"(only directories under {data_directory()} are created)."
+            f"--credentials-file {path}: the directory {path.parent} does not exist."
         )
     return path
 
 
 def write_credentials(path: Path, credentials: dict[str, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
     # Created owner-only from the start: the file holds a password and a token in clear.
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -81,10 +73,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--credentials-file",
             type=Path,
-            default=data_directory() / "dev-admin.json",
-            help="where the password and token are kept between runs (default: "
-            "dev-admin.json in SCHEDULER_DATA_DIR, else .data/); its directory must exist "
-            "unless it is under that one",
+            default=settings.BASE_DIR / ".data" / "dev-admin.json",
+            help="where the password and token are kept between runs, in a directory that "
+            "exists (default .data/; make run gives the one in its data directory)",
         )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
         parser.add_argument("--force", action="store_true", help="run even when DEBUG is off")
