@@ -85,6 +85,12 @@ _REFEED_SECONDS = 1.0
 _FIRST_FEED_WAIT = 1.0
 # How often the job counters' appended rows are folded (a read sums what is left).
 _FOLD_SECONDS = 1.0
+# What a worker passes on to its lanes (`runworker --queue`): its own stop, graceful or at
+# once. Not SIGTERM again: a platform that signals every process of the group (Heroku's
+# dynos) reached a lane twice, once itself and once through its worker, and the lane took
+# the second for "stop now", handing back a job it had time to finish.
+LANE_STOP = signal.SIGUSR1
+LANE_STOP_NOW = signal.SIGUSR2
 # How long a forced stop waits for the completer to report what finished.
 _FINAL_REPORT_SECONDS = 5.0
 
@@ -140,7 +146,8 @@ class Worker:
         self.signals = 0
         # The loop's thread that failed (`worker.threads`): the worker stops by force.
         self.crashed: str | None = None
-        # Told of each stop signal the worker gets (runworker passes them to its lanes).
+        # Told of each stop signal, with the stop it now asks for (1: graceful, 2 or more:
+        # at once): runworker passes it on to its lanes.
         self.signal_listeners: list[Callable[[int], None]] = []
         self._later: list[tuple[datetime, int, ScheduledJob]] = []
         self._later_at: dict[uuid.UUID, datetime] = {}
@@ -294,20 +301,26 @@ class Worker:
         self._background = [BackgroundUnit(pruner, retry_after=_max_db_backoff())]
 
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
-        """Stop as a signal asks: the first gracefully, a second at once. Safe from a signal
-        handler (SimpleQueue.put is reentrant) and from any thread; it wakes the loop."""
-        self.signals += 1
+        """Stop as a signal asks: the first gracefully, a second at once; from the worker
+        that started this one as a lane, LANE_STOP gracefully and LANE_STOP_NOW at once,
+        however often they come. Safe from a signal handler (SimpleQueue.put is reentrant)
+        and from any thread; it wakes the loop."""
+        if signum == LANE_STOP:
+            self.signals = max(self.signals, 1)
+        elif signum == LANE_STOP_NOW:
+            self.signals = max(self.signals, 2)
+        else:
+            self.signals += 1
         self.inbox.put(("signal", signum))
         for listener in self.signal_listeners:
-            listener(signum)
+            listener(self.signals)
 
     def _install_signal_handlers(self) -> dict[int, Any]:
         def on_signal(signum: int, frame: FrameType | None) -> None:
             self.request_stop(signum)
 
-        return {
-            signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)
-        }
+        signals = (signal.SIGTERM, signal.SIGINT, LANE_STOP, LANE_STOP_NOW)
+        return {signum: signal.signal(signum, on_signal) for signum in signals}
 
     # --- the loop ----------------------------------------------------------------------------
 

@@ -76,6 +76,28 @@ def test_a_lane_that_dies_stops_its_worker_for_the_supervisor_to_restart_both(st
     assert Worker.objects.get(id=main.id).status == WorkerStatus.STOPPED
 
 
+def test_a_platform_stopping_every_process_lets_a_lanes_running_job_finish(
+    start_worker, runs_table
+):
+    # A platform stopping a dyno sends SIGTERM to each of its processes: the lane got one
+    # itself and one passed on by its worker, took the second for "stop now" and handed
+    # back the job it had time to finish.
+    worker = start_worker("--queue", "emails=1", "--concurrency", "1")
+    worker.wait_registered()
+    lane = wait_for(
+        lambda: Worker.objects.filter(queues=["emails"], status=WorkerStatus.RUNNING).first(),
+        what="the lane to register",
+    )
+    job = state.enqueue("record_run", {"sleep_ms": 1500}, queue="emails")
+    wait_for(lambda: statuses([job]) == {"processing"}, what="the lane to start the job")
+
+    os.kill(lane.pid, signal.SIGTERM)
+    worker.send(signal.SIGTERM)
+    assert worker.wait() == 0, worker.logs()
+    assert statuses([job]) == {"completed"}
+    assert Worker.objects.get(id=lane.id).status == WorkerStatus.STOPPED
+
+
 def test_a_pause_holds_on_every_worker_and_outlives_a_restart(start_worker, runs_table):
     queues.pause("emails")
     held = [state.enqueue("record_run", {}, queue="emails") for _ in range(3)]

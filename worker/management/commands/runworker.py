@@ -21,7 +21,7 @@ from jobs.command_options import non_negative_int, positive_int
 from jobs.events import background_publisher
 from jobs.queue_names import QueueSelection, name_errors
 from worker.schedulers import SCHEDULERS
-from worker.worker import Worker
+from worker.worker import LANE_STOP, LANE_STOP_NOW, Worker
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,9 @@ class Command(BaseCommand):
             max_jobs=options["max_jobs"],
             queues=QueueSelection(options["queues"], tuple(dedicated)),
         )
-        worker.signal_listeners.append(lambda signum: _pass_on(signum, children))
+        worker.signal_listeners.append(
+            lambda signals: _pass_on(LANE_STOP if signals == 1 else LANE_STOP_NOW, children)
+        )
         if not options["once"] and options["max_jobs"] is None:
             for name, child in zip(dedicated, children, strict=True):
                 _watch_lane(name, child, worker)
@@ -131,7 +133,7 @@ class Command(BaseCommand):
         try:
             code = worker.run()
         except BaseException:
-            _pass_on(signal.SIGTERM, children)
+            _pass_on(LANE_STOP, children)
             raise
         finally:
             codes = [child.wait() for child in children]
@@ -160,7 +162,7 @@ class Command(BaseCommand):
         if options["max_jobs"] is not None:
             command += ["--max-jobs", str(options["max_jobs"])]
         # Its own session: a Ctrl-C in the terminal reaches this process only, which passes
-        # each signal on once (a second one would be taken for "stop now").
+        # its stop on as LANE_STOP or LANE_STOP_NOW.
         return subprocess.Popen(  # noqa: S603 - our own command
             command, start_new_session=True, preexec_fn=_stop_with_parent
         )
