@@ -428,7 +428,18 @@ def _per_day_title(per_day: list[int]) -> str:
 
 
 # The query parameters of a bulk selection that are not JobFilter's.
-_SELECTION_PARAMS = ("scope", "signature", "q", "page", "ordering", "as_of", "confirmed")
+# The confirmation form's fields that are not the ledger's filter (its CSRF token included:
+# taken for a filter, it failed every bulk job started from a browser).
+_SELECTION_PARAMS = (
+    "scope",
+    "signature",
+    "q",
+    "page",
+    "ordering",
+    "as_of",
+    "confirmed",
+    "csrfmiddlewaretoken",
+)
 
 
 def _selection(data: QueryDict, *, dlq: bool) -> bulk.Selection:
