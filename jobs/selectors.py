@@ -71,6 +71,19 @@ class BoundedCountPaginator(Paginator):
     which costs what skipping to the empty page did (its OFFSET read them all).
     """
 
+    def __init__(
+        self,
+        object_list: Any,
+        per_page: int,
+        *args: Any,
+        known_count: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """`known_count`: the exact count when the caller has it at no cost (a counter)."""
+        super().__init__(object_list, per_page, *args, **kwargs)
+        if known_count is not None:
+            self._correct_count(known_count, exact=True)
+
     @property
     def queryset(self) -> QuerySet[Any]:
         return cast("QuerySet[Any]", self.object_list)

@@ -34,6 +34,7 @@ from jobs.registry import registry
 from jobs.representation import short_id
 from jobs.schedules import UPCOMING, schedule_list, upcoming_runs
 from jobs.selectors import BoundedCountPaginator
+from jobs.stats import current_stats
 
 from . import charts, selectors
 from .access import ConsoleRequest, console_view, page, refuse, user_time_zone
@@ -387,7 +388,14 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
         # Only a hand-made URL gets here: the page's own links carry no job filter.
         selection = bulk.Selection(query={}, dlq=True)
         jobs = selection.jobs().order_by("-updated_at", "id")
-    paginator = BoundedCountPaginator(jobs, request.preferences.page_size)
+    narrowed = selection.signature is not None or bool(selection.search)
+    # The whole DLQ is counted exactly by its counter, as the nav's badge: over the exact
+    # count's limit the heading said "about 10,001" beside a badge of 10,030.
+    paginator = BoundedCountPaginator(
+        jobs,
+        request.preferences.page_size,
+        known_count=None if narrowed else current_stats()["dlq"],
+    )
     page_obj = paginator.get_page(request.GET.get("page"))
     tz = user_time_zone(request.preferences)
     return page(
@@ -399,7 +407,7 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
             "query": request.GET,
             "signature": selection.signature,
             "search": selection.search,
-            "narrowed": selection.signature is not None or bool(selection.search),
+            "narrowed": narrowed,
             "groups": [
                 (group, charts.sparkline(group.per_day, title=_per_day_title(group.per_day)))
                 for group in selectors.dlq_groups(tz)
