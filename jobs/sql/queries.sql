@@ -255,7 +255,8 @@ WITH cancelled AS (
 SELECT cancelled.* FROM cancelled CROSS JOIN closed;
 
 -- name: cancel_dependents
--- Cancel every not-yet-started job downstream of `job_ids`, naming the upstream job.
+-- Cancel every not-yet-started job downstream of `job_ids`, naming the upstream job and
+-- what became of it: `verb` for the jobs of `job_ids`, cancelled for those this cancels.
 WITH RECURSIVE downstream AS (
     SELECT dep.job_id, dep.depends_on_id AS upstream_id
     FROM job_dependencies dep
@@ -270,7 +271,9 @@ WITH RECURSIVE downstream AS (
         cancelled_at = now(),
         updated_at = now(),
         next_retry_at = NULL,
-        last_error = 'Upstream job ' || downstream.upstream_id || ' ' || %(verb)s
+        last_error = 'Upstream job ' || downstream.upstream_id || ' '
+                     || CASE WHEN downstream.upstream_id = ANY(%(job_ids)s::uuid[])
+                             THEN %(verb)s ELSE 'was cancelled' END
     FROM downstream
     WHERE j.id = downstream.job_id AND j.status = 'pending'
     RETURNING scheduler_job_object(j)::text AS job

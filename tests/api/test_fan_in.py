@@ -96,6 +96,18 @@ def test_cancelling_or_purging_an_upstream_job_cancels_its_dependents_with_a_rea
     assert after["last_error"] == (
         f"Upstream job {dead['id']} was purged from the dead-letter queue"
     )
+    # Further down, each names its own upstream as the cascade left it: cancelled.
+    dead_again = job_in_state("dlq")
+    middle = create(operator_client, depends_on=[dead_again["id"]])
+    below = create(operator_client, depends_on=[middle["id"]])
+    assert operator_client.delete(f"{JOBS}/{dead_again['id']}/purge").status_code == 204
+    reasons = [
+        operator_client.get(f"{JOBS}/{job['id']}").json()["last_error"] for job in (middle, below)
+    ]
+    assert reasons == [
+        f"Upstream job {dead_again['id']} was purged from the dead-letter queue",
+        f"Upstream job {middle['id']} was cancelled",
+    ]
     other = create(operator_client, depends_on=[a["id"]])
     operator_client.post(f"{JOBS}/{a['id']}/cancel")
     after = operator_client.get(f"{JOBS}/{other['id']}").json()
