@@ -48,6 +48,21 @@ def test_a_job_waiting_for_upstream_names_them_and_their_states(
     assert short_id(upstream["id"]) in answer["message"]
 
 
+def test_a_fan_in_names_a_few_upstream_jobs_in_its_sentence_and_all_in_details(
+    viewer_client: APIClient,
+) -> None:
+    # A fan-in of 1,000 pending upstream jobs made the sentence 110 kB.
+    upstream = state.enqueue_many([state.JobSpec("noop", {"n": n}) for n in range(40)])
+    job = state.enqueue("noop", {}, depends_on=[uuid.UUID(u["id"]) for u in upstream])
+    answer = why(viewer_client, job["id"])
+    assert answer["reason"] == "waiting_for_upstream"
+    assert len(answer["details"]["upstream"]) == 40
+    message = answer["message"]
+    assert message.startswith("It waits for 40 upstream jobs to complete: ")
+    assert message.endswith(" and 35 more (details.upstream lists them).")
+    assert sum(short_id(u["id"]) in message for u in upstream) == 5
+
+
 def test_a_job_waiting_for_its_retry_says_until_when_and_which_attempt(
     viewer_client: APIClient, job_in_state: Callable[..., dict[str, Any]]
 ) -> None:
