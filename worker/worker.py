@@ -143,7 +143,10 @@ class Worker:
         self._unanswered: dict[uuid.UUID, ScheduledJob] = {}
         self.listener = Listener(state.RUNNABLE_CHANNEL, self.inbox)
         self.claimed_total = 0
+        # The stop asked for: 1 gracefully, 2 or more at once (`request_stop`).
         self.signals = 0
+        self._own_signals = 0
+        self._asked_by_worker = 0
         # The loop's thread that failed (`worker.threads`): the worker stops by force.
         self.crashed: str | None = None
         # Told of each stop signal, with the stop it now asks for (1: graceful, 2 or more:
@@ -305,12 +308,16 @@ class Worker:
         that started this one as a lane, LANE_STOP gracefully and LANE_STOP_NOW at once,
         however often they come. Safe from a signal handler (SimpleQueue.put is reentrant)
         and from any thread; it wakes the loop."""
+        # The two counted apart: a lane's own SIGTERM and its worker's LANE_STOP, in either
+        # order (Python runs SIGUSR1's handler before SIGTERM's when both are pending), are
+        # one graceful stop.
         if signum == LANE_STOP:
-            self.signals = max(self.signals, 1)
+            self._asked_by_worker = max(self._asked_by_worker, 1)
         elif signum == LANE_STOP_NOW:
-            self.signals = max(self.signals, 2)
+            self._asked_by_worker = 2
         else:
-            self.signals += 1
+            self._own_signals += 1
+        self.signals = max(self._own_signals, self._asked_by_worker)
         self.inbox.put(("signal", signum))
         for listener in self.signal_listeners:
             listener(self.signals)

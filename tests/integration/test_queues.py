@@ -76,12 +76,13 @@ def test_a_lane_that_dies_stops_its_worker_for_the_supervisor_to_restart_both(st
     assert Worker.objects.get(id=main.id).status == WorkerStatus.STOPPED
 
 
+@pytest.mark.parametrize("first", ["lane", "worker"])
 def test_a_platform_stopping_every_process_lets_a_lanes_running_job_finish(
-    start_worker, runs_table
+    start_worker, runs_table, first
 ):
     # A platform stopping a dyno sends SIGTERM to each of its processes: the lane got one
     # itself and one passed on by its worker, took the second for "stop now" and handed
-    # back the job it had time to finish.
+    # back the job it had time to finish. Its own comes first, or its worker's does.
     worker = start_worker("--queue", "emails=1", "--concurrency", "1")
     worker.wait_registered()
     lane = wait_for(
@@ -91,8 +92,16 @@ def test_a_platform_stopping_every_process_lets_a_lanes_running_job_finish(
     job = state.enqueue("record_run", {"sleep_ms": 1500}, queue="emails")
     wait_for(lambda: statuses([job]) == {"processing"}, what="the lane to start the job")
 
-    os.kill(lane.pid, signal.SIGTERM)
-    worker.send(signal.SIGTERM)
+    if first == "lane":
+        os.kill(lane.pid, signal.SIGTERM)
+        worker.send(signal.SIGTERM)
+    else:
+        worker.send(signal.SIGTERM)
+        wait_for(
+            lambda: Worker.objects.get(id=lane.id).status == WorkerStatus.STOPPING,
+            what="the lane to stop claiming",
+        )
+        os.kill(lane.pid, signal.SIGTERM)
     assert worker.wait() == 0, worker.logs()
     assert statuses([job]) == {"completed"}
     assert Worker.objects.get(id=lane.id).status == WorkerStatus.STOPPED
