@@ -14,6 +14,8 @@ far), so neither the handler timeout nor the rescue of jobs stuck in processing 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import operator
 import time
 import uuid
@@ -139,11 +141,17 @@ def count(action: str, selection: Selection) -> int:
 
 
 def start(action: str, selection: Selection, confirmed: int) -> dict[str, Any]:
-    """Start the bulk action as a job of its own; the audit log records the request once."""
+    """Start the bulk action as a job of its own; the audit log records the request once. The
+    same confirmation sent twice (a double click, a form sent again) starts one job: its
+    payload, the moment it was counted included, is its idempotency key."""
     if action not in ACTIONS:
         raise state.JobValidationError({"action": [f"Must be one of: {', '.join(ACTIONS)}."]})
     payload = {"action": action, "confirmed": confirmed, **selection.as_payload()}
-    job = state.enqueue(BULK_TYPE, payload, priority=1, max_retries=3)
+    confirmation = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    spec = state.JobSpec(BULK_TYPE, payload, priority=1, max_retries=3)
+    job, created = state.enqueue_once(f"bulk-{confirmation}", spec)
+    if not created:
+        return job
     audit.record(
         "bulk",
         target=job["id"],

@@ -169,8 +169,11 @@ def test_a_bulk_action_confirmed_from_a_browsers_form_runs(operator: Any) -> Non
     form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', confirm))
     assert "csrfmiddlewaretoken" in form
 
-    assert browser.post("/bulk/retry", form).status_code == 302
+    started = browser.post("/bulk/retry", form)
+    # The same confirmation sent again (a double click) starts no second bulk job.
+    assert browser.post("/bulk/retry", form)["Location"] == started["Location"]
     runner = Job.objects.get(type=bulk.BULK_TYPE)
+    assert AuditEntry.objects.filter(action="bulk").count() == 1
     assert form["csrfmiddlewaretoken"] not in json.dumps(runner.payload)
     result = bulk.run(runner.payload, lambda *progress: None, job_id=runner.id)
     assert result == {"matched": 2, "retried": 2}
