@@ -136,6 +136,25 @@ class Success:
 
 
 @dataclass(frozen=True)
+class Failure:
+    job_id: uuid.UUID
+    attempt_id: uuid.UUID
+    error_type: str
+    error_message: str
+    stack_trace: str | None
+    retry_delay: timedelta
+    finished_at: datetime
+
+
+@dataclass(frozen=True)
+class FailureReport:
+    # Each failed job's object: `in_dlq` says whether it waits for a retry or entered the DLQ.
+    failed: list[JobObject]
+    # The failures whose attempt had lost its claim (cancelled, rescued): nothing recorded.
+    refused: list[Failure]
+
+
+@dataclass(frozen=True)
 class CompletionReport:
     completed: list[JobObject]
     created: list[JobObject]
@@ -636,38 +655,40 @@ def complete(successes: Sequence[Success], worker_id: uuid.UUID | None = None) -
     return CompletionReport(completed, created, [r["id"] for r in released], refused)
 
 
-def fail(
-    job_id: uuid.UUID,
-    attempt_id: uuid.UUID,
-    *,
-    error_type: str,
-    error_message: str,
-    stack_trace: str | None,
-    retry_delay: timedelta,
-    finished_at: datetime | None = None,
-) -> JobObject | None:
-    """Finish an attempt as failed: the job waits `retry_delay` for its next attempt, or
-    enters the DLQ when it has none left. None when the attempt had lost its claim."""
-    finished_at = finished_at or timezone.now()
+def fail(failures: Sequence[Failure]) -> FailureReport:
+    """Finish attempts as failed: each job waits its `retry_delay` for its next attempt, or
+    enters the DLQ when it has none left. Attempts that lost their claim are refused."""
+    if not failures:
+        return FailureReport([], [])
+    # Rows are locked in id order, as `complete` locks them: no deadlock between the two.
+    failures = sorted(failures, key=lambda f: f.job_id)
     with transaction.atomic(savepoint=False):
         rows = fetch(
-            "fail_job",
+            "fail_jobs",
             {
-                "job_id": job_id,
-                "attempt_id": attempt_id,
-                "error_type": error_type[:200],
-                "error_message": error_message,
-                "stack_trace": stack_trace,
-                "retry_at": finished_at + retry_delay,
-                "finished_at": finished_at,
+                "job_ids": _array(f.job_id for f in failures),
+                "attempt_ids": _array(f.attempt_id for f in failures),
+                "error_types": [f.error_type[:200] for f in failures],
+                "error_messages": [f.error_message for f in failures],
+                "stack_traces": [f.stack_trace for f in failures],
+                "retry_at": _array(f.finished_at + f.retry_delay for f in failures),
+                "finished_at": _array(f.finished_at for f in failures),
             },
+            prepared=True,
         )
-        if not rows:
-            return None
-        job = EncodedJob(rows[0]["job"])
-        event = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
-        notifier.emit_after_commit([("job.failed", job), (event, job)])
-    return job
+        failed = _job_objects(rows)
+        notifier.emit_after_commit(
+            [
+                event
+                for job in failed
+                for event in [
+                    ("job.failed", job),
+                    ("job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled", job),
+                ]
+            ]
+        )
+    won = {row["attempt_id"] for row in rows}
+    return FailureReport(failed, [f for f in failures if f.attempt_id not in won])
 
 
 def append_logs(

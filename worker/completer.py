@@ -2,9 +2,9 @@
 
 The loop hands over each turn's finished attempts (`submit`) and goes back to claiming at
 once: a claim never waits behind a completion. This thread takes everything handed over
-since its last commit and reports it in ONE transaction: each attempt's log lines, `fail`
-for each failure, one `complete` for all successes (with their dependents released), then
-one commit. While that commit is on its way, the next outcomes pile up and go together in
+since its last commit and reports it in ONE transaction: each attempt's log lines, one
+`fail` for all failures, one `complete` for all successes (with their dependents released),
+then one commit. While that commit is on its way, the next outcomes pile up and go together in
 the next one, so the batch grows with the load and a lone job is reported at once (no
 timer). Fencing stays with the statements (`jobs.state`): an outcome whose claim was lost
 is refused, logged, and dropped.
@@ -181,7 +181,7 @@ class Completer:
             if item.lines:
                 state.append_logs(job.id, job.attempt_id, item.lines)
         outcomes = [item.outcome for item in finished]
-        offers = [entry for o in outcomes if o.error is not None for entry in self._fail(o)]
+        offers = self._fail([o for o in outcomes if o.error is not None])
         successes = [
             state.Success(o.attempt.job.id, o.attempt.job.attempt_id, o.result, o.finished_at)
             for o in outcomes
@@ -202,32 +202,38 @@ class Completer:
                 offers += released
         return offers
 
-    def _fail(self, outcome: Outcome) -> list[ScheduledJob]:
-        job = outcome.attempt.job
-        error = outcome.error
-        assert error is not None  # noqa: S101 - only failures get here
-        failure = describe(
-            error,
-            attempt_number=job.attempt_number,
-            rng=self._rng,
-            base_seconds=settings.SCHEDULER_BACKOFF_BASE_SECONDS,
-        )
-        failed = state.fail(
-            job.id,
-            job.attempt_id,
-            error_type=failure.error_type,
-            error_message=failure.error_message,
-            stack_trace=failure.stack_trace,
-            retry_delay=failure.retry_delay,
-            finished_at=outcome.finished_at,
-        )
-        if failed is None:
-            logger.info("outcome of job %s refused: its claim was lost", job.id)
-            return []
-        if failed["in_dlq"]:
-            return []
-        retry_at = outcome.finished_at + failure.retry_delay
-        return [ScheduledJob.from_row({**failed, "run_at": retry_at})]
+    def _fail(self, outcomes: Sequence[Outcome]) -> list[ScheduledJob]:
+        """Record the failures; the jobs that wait for a retry."""
+        failures = []
+        for outcome in outcomes:
+            job = outcome.attempt.job
+            assert outcome.error is not None  # noqa: S101 - only failures get here
+            error = describe(
+                outcome.error,
+                attempt_number=job.attempt_number,
+                rng=self._rng,
+                base_seconds=settings.SCHEDULER_BACKOFF_BASE_SECONDS,
+            )
+            failures.append(
+                state.Failure(
+                    job.id,
+                    job.attempt_id,
+                    error_type=error.error_type,
+                    error_message=error.error_message,
+                    stack_trace=error.stack_trace,
+                    retry_delay=error.retry_delay,
+                    finished_at=outcome.finished_at,
+                )
+            )
+        report = state.fail(failures)
+        for refused in report.refused:
+            logger.info("outcome of job %s refused: its claim was lost", refused.job_id)
+        retry_at = {str(f.job_id): f.finished_at + f.retry_delay for f in failures}
+        return [
+            ScheduledJob.from_row({**job, "run_at": retry_at[job["id"]]})
+            for job in report.failed
+            if not job["in_dlq"]
+        ]
 
 
 def _close_connection() -> None:

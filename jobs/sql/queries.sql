@@ -199,36 +199,45 @@ WITH detached AS (
 )
 DELETE FROM schedules WHERE id = %(schedule_id)s;
 
--- name: fail_job
--- Close a failed attempt. With attempts left the job waits for `retry_at`; without, it
--- enters the dead-letter queue.
-WITH failed AS (
+-- name: fail_jobs
+-- Close a batch of failed attempts, each with its own error. A job with attempts left waits
+-- for its `retry_at`; one without enters the dead-letter queue. Only attempts that still hold
+-- their claim win: the fencing token alone guards, as in `complete_jobs` (and for the same
+-- reason: each outcome looks its job up by primary key). Each failed job's object as text,
+-- which its events reuse. One plan is kept, as for `complete_jobs` (`scheduler_unsized`).
+WITH outcome AS (
+    SELECT *
+    FROM unnest(scheduler_unsized(%(job_ids)s::uuid[]),
+                scheduler_unsized(%(attempt_ids)s::uuid[]),
+                %(error_types)s::text[], %(error_messages)s::text[], %(stack_traces)s::text[],
+                %(retry_at)s::timestamptz[], %(finished_at)s::timestamptz[])
+         AS o(job_id, attempt_id, error_type, error_message, stack_trace, retry_at,
+              finished_at)
+), failed AS (
     UPDATE jobs AS j
     SET status = 'failed',
         in_dlq = j.attempt_count >= j.max_retries,
         error_signature = CASE WHEN j.attempt_count >= j.max_retries
-                               THEN scheduler_error_signature(j.type, %(error_type)s,
-                                                              %(error_message)s) END,
+                               THEN scheduler_error_signature(j.type, o.error_type,
+                                                              o.error_message) END,
         next_retry_at = CASE WHEN j.attempt_count >= j.max_retries THEN NULL
-                             ELSE %(retry_at)s END,
-        run_at = CASE WHEN j.attempt_count >= j.max_retries THEN j.run_at
-                      ELSE %(retry_at)s END,
+                             ELSE o.retry_at END,
+        run_at = CASE WHEN j.attempt_count >= j.max_retries THEN j.run_at ELSE o.retry_at END,
         virtual_deadline = CASE WHEN j.attempt_count >= j.max_retries THEN j.virtual_deadline
-                                ELSE scheduler_virtual_deadline(j.priority, %(retry_at)s) END,
-        last_error = %(error_message)s,
+                                ELSE scheduler_virtual_deadline(j.priority, o.retry_at) END,
+        last_error = o.error_message,
         updated_at = now(),
         current_attempt_id = NULL
-    WHERE j.id = %(job_id)s AND j.status = 'processing'
-      AND j.current_attempt_id = %(attempt_id)s
-    RETURNING scheduler_job_object(j)::text AS job
+    FROM outcome o
+    WHERE j.id = o.job_id AND j.current_attempt_id = o.attempt_id
+    RETURNING scheduler_job_object(j)::text AS job, o.*
 ), closed AS (
-    SELECT scheduler_close_attempts(array_agg(%(attempt_id)s::uuid),
-                                    array_agg(%(finished_at)s::timestamptz), 'failed',
-                                    %(error_type)s::text, %(error_message)s::text,
-                                    %(stack_trace)s::text)
+    SELECT scheduler_close_attempts(array_agg(attempt_id), array_agg(finished_at), 'failed',
+                                    array_agg(error_type), array_agg(error_message),
+                                    array_agg(stack_trace))
     FROM failed
 )
-SELECT failed.job FROM failed CROSS JOIN closed;
+SELECT failed.attempt_id, failed.job FROM failed CROSS JOIN closed;
 
 -- name: cancel_job
 -- Cancel those of `job_ids` that have not finished. A running attempt is closed as failed
@@ -248,7 +257,8 @@ WITH cancelled AS (
     RETURNING scheduler_job_object(j)::text AS job, prior.attempt_id AS cancelled_attempt_id
 ), closed AS (
     SELECT scheduler_close_attempts(array_agg(cancelled_attempt_id), array_agg(now()),
-                                    'failed', 'Cancelled', 'Cancelled while running', NULL)
+                                    'failed', array_agg('Cancelled'::text),
+                                    array_agg('Cancelled while running'::text), NULL)
     FROM cancelled
     WHERE cancelled_attempt_id IS NOT NULL
 )
@@ -361,7 +371,8 @@ WITH sight AS (
               scheduler_job_object(j)::text AS job, lost.attempt_id AS lost_attempt_id
 ), closed AS (
     SELECT scheduler_close_attempts(array_agg(lost_attempt_id), array_agg(now()),
-                                    'failed', 'WorkerLost', %(reason)s::text, NULL)
+                                    'failed', array_agg('WorkerLost'::text),
+                                    array_agg(%(reason)s::text), NULL)
     FROM rescued
 )
 SELECT rescued.* FROM rescued CROSS JOIN closed;

@@ -41,7 +41,7 @@ $$ SELECT ready_at + priority * interval '20 minutes' $$;
 -- The error signature a dead letter is grouped under in the DLQ: its job type, its error
 -- class, and its message with what varies between occurrences masked: quoted values
 -- ('…', "…") as ?, UUIDs and long hex ids as <id>, numbers as N; whitespace collapsed. The
--- one masking rule: `fail_job` and `rescue_lost_jobs` store it on the job as it dies.
+-- one masking rule: `fail_jobs` and `rescue_lost_jobs` store it on the job as it dies.
 CREATE OR REPLACE FUNCTION scheduler_error_signature(type text, error_type text, message text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
@@ -127,15 +127,19 @@ $$ BEGIN
 END $$;
 
 -- Close attempts: each of `attempt_ids` finishes at the matching `finished_ats` with
--- `closing_status`, its duration in whole milliseconds, and the error (NULL on success).
+-- `closing_status`, its duration in whole milliseconds, and the matching error of
+-- `error_types`, `error_messages` and `stack_traces` (NULL arrays on success).
 -- Every transition that ends an attempt (complete, fail, cancel, rescue) closes it here.
 -- Returns how many attempts it closed. Called once per statement, not once per row.
 -- PL/pgSQL (see the top of this file): as a SQL function it was planned at every
 -- completion, half of the 0.7 ms it took to close one attempt (`EXPLAIN ANALYZE` of
 -- `complete_jobs`, median of 100 each way).
+-- Its earlier version took one error for the whole batch: CREATE OR REPLACE with other
+-- argument types would leave it beside this one as an overload, so it is dropped first.
+DROP FUNCTION IF EXISTS scheduler_close_attempts(uuid[], timestamptz[], text, text, text, text);
 CREATE OR REPLACE FUNCTION scheduler_close_attempts(
     attempt_ids uuid[], finished_ats timestamptz[], closing_status text,
-    closing_error_type text, closing_error_message text, closing_stack_trace text
+    error_types text[], error_messages text[], stack_traces text[]
 ) RETURNS integer
 LANGUAGE plpgsql VOLATILE AS
 $$
@@ -146,10 +150,11 @@ BEGIN
     SET status = closing_status,
         finished_at = f.finished_at,
         duration_ms = greatest(0, floor(extract(epoch FROM f.finished_at - a.started_at) * 1000)),
-        error_type = closing_error_type,
-        error_message = closing_error_message,
-        stack_trace = closing_stack_trace
-    FROM unnest(attempt_ids, finished_ats) AS f(id, finished_at)
+        error_type = f.error_type,
+        error_message = f.error_message,
+        stack_trace = f.stack_trace
+    FROM unnest(attempt_ids, finished_ats, error_types, error_messages, stack_traces)
+         AS f(id, finished_at, error_type, error_message, stack_trace)
     WHERE a.id = f.id;
     GET DIAGNOSTICS closed = ROW_COUNT;
     RETURN closed;

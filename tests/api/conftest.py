@@ -20,6 +20,7 @@ from django.utils import timezone
 from jobs import state
 from jobs.models import Job, JobStatus, Worker
 from jobs.scheduling import virtual_deadline
+from tests.attempts import fail_attempt
 
 T0 = datetime(2026, 6, 11, 12, 0, tzinfo=UTC)
 
@@ -93,7 +94,7 @@ def job_in_state(worker: Worker) -> Callable[..., dict[str, Any]]:
                 worker.id,
             )
             return report.completed[0]
-        failed = state.fail(
+        failed = fail_attempt(
             claimed.id,
             claimed.attempt_id,
             error_type="RuntimeError",

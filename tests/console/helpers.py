@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from jobs import queues, state
 from jobs.models import Job, Worker
+from tests.attempts import fail_attempt
 
 
 def make_worker(*, heartbeat_age: float = 0.0, hostname: str = "node-a") -> Worker:
@@ -43,7 +44,7 @@ def failed_once(
     """A job whose first attempt failed: in the DLQ with max_retries=1, else retrying."""
     job = state.enqueue(type, payload or {}, priority=2, max_retries=max_retries)
     claimed = start(job["id"])
-    failed = state.fail(
+    failed = fail_attempt(
         claimed.id,
         claimed.attempt_id,
         error_type="HandlerFailure",

@@ -18,6 +18,7 @@ from django.utils import timezone
 from jobs import state
 from jobs.api.auth import issue_token
 from jobs.models import Job, JobAttempt, JobLog, JobStatus, Schedule, Webhook, Worker
+from tests.attempts import fail_attempt
 
 from .test_pages import analyze_jobs
 
@@ -49,7 +50,7 @@ def to_dlq(worker: Worker, job_type: str = "noop", error: str = "boom") -> Job:
     state.append_logs(
         claimed.id, claimed.attempt_id, [(timezone.now(), "ERROR", f"about to fail: {error}")]
     )
-    state.fail(
+    fail_attempt(
         claimed.id,
         claimed.attempt_id,
         error_type="RuntimeError",

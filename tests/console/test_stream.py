@@ -39,6 +39,7 @@ from jobs.live.hub import Client, EventHub
 from jobs.models import Job, Worker
 from jobs.stats import current_stats
 from scheduler_project.devservices.processes import free_port
+from tests.attempts import fail_attempt
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -252,7 +253,7 @@ def test_stats_first_then_every_event_type_in_order_with_the_job_object(
         ).completed
         doomed = state.enqueue("noop", {"n": 2}, priority=1, max_retries=1)
         (attempt,) = state.claim(worker_id, 1, [uuid.UUID(doomed["id"])])
-        in_dlq = state.fail(
+        in_dlq = fail_attempt(
             attempt.id,
             attempt.attempt_id,
             error_type="RuntimeError",

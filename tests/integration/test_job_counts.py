@@ -21,6 +21,7 @@ from jobs import retention, state, stats
 from jobs.models import Job, JobStatus, LastPrune, Worker
 from jobs.sql import query
 from jobs.stats import COUNTERS, current_stats, current_stats_by_queue, fold_counts
+from tests.attempts import fail_attempt
 from worker.maintenance import CountFold
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -208,7 +209,7 @@ class Actor:
         job = self.take_claimed()
         if job is None:
             return None
-        state.fail(
+        fail_attempt(
             job.id,
             job.attempt_id,
             error_type="Boom",
@@ -384,7 +385,7 @@ def test_the_dlq_groups_fold_to_one_row_each_drop_old_arrivals_and_a_recount_rep
         job = state.enqueue("noop", {}, max_retries=1)
         (claimed,) = state.claim(worker.id, 1)
         assert str(claimed.id) == job["id"]
-        state.fail(
+        fail_attempt(
             claimed.id,
             claimed.attempt_id,
             error_type="Boom",

@@ -17,6 +17,7 @@ from jobs import state
 from jobs.models import Job, JobAttempt, JobLog, LastPrune, Worker
 from jobs.retention import Retention, prune
 from jobs.stats import current_stats
+from tests.attempts import fail_attempt
 from tests.integration.test_job_counts import true_counts
 from worker.maintenance import Pruner
 
@@ -40,7 +41,7 @@ def run(worker: Worker, outcome: str = "complete", **enqueue: Any) -> uuid.UUID:
     if outcome == "complete":
         state.complete([state.Success(job_id, claimed.attempt_id, None, timezone.now())])
     else:
-        state.fail(
+        fail_attempt(
             job_id,
             claimed.attempt_id,
             error_type="Boom",

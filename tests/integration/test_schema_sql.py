@@ -71,7 +71,7 @@ def test_the_bucket_of_a_metric_is_inlined_into_the_counters_trigger() -> None:
 def test_no_statement_writes_the_deadline_rule_itself() -> None:
     # The rule's only interval literal is in schema.sql; the statements call the function.
     assert [name for name, body in queries().items() if "interval '" in body] == []
-    assert "scheduler_virtual_deadline" in query("fail_job")
+    assert "scheduler_virtual_deadline" in query("fail_jobs")
 
 
 HOT_STATEMENTS = {

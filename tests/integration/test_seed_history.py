@@ -81,7 +81,7 @@ def test_every_job_carries_the_attempts_and_logs_of_its_fate(history: str) -> No
             assert job.started_at <= job.completed_at
         elif job.in_dlq:
             assert (job.attempt_count, job.succeeded) == (3, 0) and job.last_error
-            # Grouped in the DLQ as `fail_job` would have stored it.
+            # Grouped in the DLQ as `fail_jobs` would have stored it.
             assert job.error_signature == f"{job.type} · HandlerFailure: HTTP N from {HOOK}"
         else:
             assert job.attempt_count == 0 and job.started_at is None

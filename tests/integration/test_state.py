@@ -22,6 +22,7 @@ from django.utils import timezone
 from jobs import state
 from jobs.models import Job, JobAttempt, JobLog, Worker
 from jobs.sql import query
+from tests.attempts import fail_attempt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -238,6 +239,54 @@ def test_a_lost_attempt_reported_beside_the_live_one_is_refused_and_keeps_its_hi
     }
 
 
+def test_failures_reported_together_each_keep_their_own_error_and_fate(events):
+    """A worker reports a turn's failures in one batch: one job waits for its retry, one
+    enters the DLQ, and one whose attempt was cancelled meanwhile is refused."""
+    worker = new_worker()
+    retrying = claimed(worker, state.enqueue("noop", {"n": 1}, max_retries=3))
+    dying = claimed(worker, state.enqueue("noop", {"n": 2}, max_retries=1))
+    cancelled = claimed(worker, state.enqueue("noop", {"n": 3}, max_retries=3))
+    state.cancel(cancelled.id)
+    finished_at = timezone.now()
+
+    def failure(claim: state.ClaimedJob, error: str, delay: timedelta) -> state.Failure:
+        return state.Failure(
+            claim.id, claim.attempt_id, "ValueError", error, f"trace of {error}", delay, finished_at
+        )
+
+    late = failure(cancelled, "too late", timedelta(0))
+    report = state.fail(
+        [
+            failure(retrying, "bad input 1", timedelta(minutes=5)),
+            late,
+            failure(dying, "bad input 2", timedelta(minutes=7)),
+        ]
+    )
+
+    assert report.refused == [late]
+    fates = {job["id"]: (job["status"], job["in_dlq"], job["last_error"]) for job in report.failed}
+    assert fates == {
+        str(retrying.id): ("failed", False, "bad input 1"),
+        str(dying.id): ("failed", True, "bad input 2"),
+    }
+    assert Job.objects.get(id=retrying.id).next_retry_at == finished_at + timedelta(minutes=5)
+    attempts = {
+        a.id: (a.status, a.error_message, a.stack_trace, a.finished_at)
+        for a in JobAttempt.objects.filter(job_id__in=[retrying.id, dying.id, cancelled.id])
+    }
+    assert attempts[retrying.attempt_id] == (
+        "failed", "bad input 1", "trace of bad input 1", finished_at,
+    )  # fmt: skip
+    assert attempts[dying.attempt_id] == (
+        "failed", "bad input 2", "trace of bad input 2", finished_at,
+    )  # fmt: skip
+    assert attempts[cancelled.attempt_id][1] == "Cancelled while running"
+    events.wait_for("job.retry_scheduled", lambda data: data["id"] == str(retrying.id))
+    events.wait_for("job.dlq_entry", lambda data: data["id"] == str(dying.id))
+    for job_id in (retrying.id, dying.id):
+        events.wait_for("job.failed", lambda data, job_id=job_id: data["id"] == str(job_id))
+
+
 def test_two_cancels_racing_one_succeeds_the_other_is_refused():
     job = state.enqueue("noop", {}, priority=2)
     start = threading.Barrier(2)
@@ -297,7 +346,7 @@ def test_each_transition_publishes_its_events(events):
     job = state.enqueue("noop", {}, priority=2, max_retries=1)
     claim = claimed(worker, job)
     events.wait_for("job.started", lambda data: data["id"] == job["id"])
-    state.fail(
+    fail_attempt(
         claim.id,
         claim.attempt_id,
         error_type="ValueError",
@@ -425,7 +474,7 @@ def test_dlq_retry_resets_attempts_and_keeps_history():
     for attempt in range(2):
         Job.objects.filter(id=job["id"]).update(run_at=timezone.now() - timedelta(seconds=1))
         claim = claimed(worker, job)
-        failed = state.fail(
+        failed = fail_attempt(
             claim.id,
             claim.attempt_id,
             error_type="RuntimeError",
@@ -449,7 +498,7 @@ def dlq_job(worker: Worker, **enqueue_args: Any) -> dict[str, Any]:
     job = state.enqueue("noop", {}, priority=2, max_retries=1, **enqueue_args)
     claim = claimed(worker, job)
     state.append_logs(claim.id, claim.attempt_id, [(timezone.now(), "INFO", "working")])
-    failed = state.fail(
+    failed = fail_attempt(
         claim.id,
         claim.attempt_id,
         error_type="RuntimeError",

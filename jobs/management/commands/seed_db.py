@@ -223,15 +223,17 @@ class Seeder:
         while claimed := state.claim(self.worker_id, 1, [job_id]):
             # Straight back for the next attempt when heading for the DLQ, else a later retry.
             delay = timedelta(0) if until_dlq else timedelta(minutes=self.rng.randint(2, 45))
-            failed = state.fail(
+            failure = state.Failure(
                 job_id,
                 claimed[0].attempt_id,
                 error_type=error_type,
                 error_message=message,
                 stack_trace=f"Traceback (most recent call last):\n  ...\n{error_type}: {message}",
                 retry_delay=delay,
+                finished_at=timezone.now(),
             )
-            if not until_dlq or failed is None or failed["in_dlq"]:
+            failed = state.fail([failure]).failed
+            if not until_dlq or not failed or failed[0]["in_dlq"]:
                 return
 
 

@@ -78,7 +78,7 @@ SELECT s.id, s.type, s.payload, s.priority,
        CASE WHEN s.fate = 'completed' THEN s.result END,
        CASE WHEN s.attempts > 0 THEN w.id END,
        s.run_at, scheduler_virtual_deadline(s.priority, s.run_at), 0, NULL, NULL,
-       -- As `fail_job` stores it when the last attempt fails.
+       -- As `fail_jobs` stores it when the last attempt fails.
        CASE WHEN s.fate = 'dlq' THEN scheduler_error_signature(
            s.type, 'HandlerFailure', 'HTTP 503 from https://hooks.example.com/orders') END
 FROM seed_history_jobs s
