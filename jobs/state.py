@@ -155,6 +155,14 @@ class FailureReport:
 
 
 @dataclass(frozen=True)
+class HandBack:
+    # Each job handed back (id, type, priority, run_at, created_at), for a scheduler.
+    returned: list[dict[str, Any]]
+    # The (job id, attempt id) whose claim was lost meanwhile (cancelled, rescued).
+    refused: list[tuple[uuid.UUID, uuid.UUID]]
+
+
+@dataclass(frozen=True)
 class CompletionReport:
     completed: list[JobObject]
     created: list[JobObject]
@@ -689,6 +697,27 @@ def fail(failures: Sequence[Failure]) -> FailureReport:
         )
     won = {row["attempt_id"] for row in rows}
     return FailureReport(failed, [f for f in failures if f.attempt_id not in won])
+
+
+def hand_back(claims: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> HandBack:
+    """Undo the claims of jobs their worker never started, (job id, attempt id) each: pending
+    again, as if never claimed, for any worker to take. Claims lost meanwhile are refused."""
+    if not claims:
+        return HandBack([], [])
+    claims = sorted(claims)
+    with transaction.atomic(savepoint=False):
+        rows = fetch(
+            "hand_back_jobs",
+            {
+                "job_ids": _array(job_id for job_id, _ in claims),
+                "attempt_ids": _array(attempt_id for _, attempt_id in claims),
+            },
+        )
+        _notify_runnable(rows)
+        returned = _job_objects(rows)
+        notifier.emit_after_commit([("job.retry_scheduled", job) for job in returned])
+    won = {row["attempt_id"] for row in rows}
+    return HandBack(rows, [claim for claim in claims if claim[1] not in won])
 
 
 def append_logs(

@@ -3,17 +3,18 @@
 The loop hands over each turn's finished attempts (`submit`) and goes back to claiming at
 once: a claim never waits behind a completion. This thread takes everything handed over
 since its last commit and reports it in ONE transaction: each attempt's log lines, one
-`fail` for all failures, one `complete` for all successes (with their dependents released),
-then one commit. While that commit is on its way, the next outcomes pile up and go together in
-the next one, so the batch grows with the load and a lone job is reported at once (no
+`hand_back` for the claims never started (`Processor.overdue`), one `fail` for all
+failures, one `complete` for all successes (with their dependents released), then one
+commit. While that commit is on its way, the next outcomes pile up and go together in the
+next one, so the batch grows with the load and a lone job is reported at once (no
 timer). Fencing stays with the statements (`jobs.state`): an outcome whose claim was lost
 is refused, logged, and dropped.
 
-What becomes runnable through a report (a retry, the next run of a recurring job, a
-released dependent) goes back to the loop as ("reported", (job ids, entries)) on its inbox;
-the other workers hear of it through NOTIFY. If the transaction fails (database away), the
-same outcomes and their log lines are reported again after a backoff, with whatever
-arrived meanwhile.
+What becomes runnable through a report (a retry, a job handed back, the next run of a
+recurring job, a released dependent) goes back to the loop as ("reported", (job ids,
+entries)) on its inbox; the other workers hear of it through NOTIFY. If the transaction
+fails (database away), the same outcomes and their log lines are reported again after a
+backoff, with whatever arrived meanwhile.
 """
 
 from __future__ import annotations
@@ -180,13 +181,22 @@ class Completer:
             job = item.outcome.attempt.job
             if item.lines:
                 state.append_logs(job.id, job.attempt_id, item.lines)
-        outcomes = [item.outcome for item in finished]
-        offers = self._fail([o for o in outcomes if o.error is not None])
-        successes = [
-            state.Success(o.attempt.job.id, o.attempt.job.attempt_id, o.result, o.finished_at)
-            for o in outcomes
-            if o.error is None
-        ]
+        handed_back: list[Outcome] = []
+        failures: list[Outcome] = []
+        successes: list[state.Success] = []
+        for item in finished:
+            o = item.outcome
+            if o.handed_back:
+                handed_back.append(o)
+            elif o.error is not None:
+                failures.append(o)
+            else:
+                successes.append(
+                    state.Success(
+                        o.attempt.job.id, o.attempt.job.attempt_id, o.result, o.finished_at
+                    )
+                )
+        offers = self._hand_back(handed_back) + self._fail(failures)
         if successes:
             report = state.complete(successes, self.worker_id)
             for refused in report.refused:
@@ -201,6 +211,13 @@ class Completer:
                 released, _ = runnable_jobs(limit=len(report.released), job_ids=report.released)
                 offers += released
         return offers
+
+    def _hand_back(self, outcomes: Sequence[Outcome]) -> list[ScheduledJob]:
+        """Undo the claims of jobs never started here; the jobs, runnable again."""
+        report = state.hand_back([(o.attempt.job.id, o.attempt.job.attempt_id) for o in outcomes])
+        for job_id, _ in report.refused:
+            logger.info("hand-back of job %s refused: its claim was lost", job_id)
+        return [ScheduledJob.from_row(row) for row in report.returned]
 
     def _fail(self, outcomes: Sequence[Outcome]) -> list[ScheduledJob]:
         """Record the failures; the jobs that wait for a retry."""

@@ -9,8 +9,10 @@ one job per idle thread, then more to wait for a thread (the prefetch) only whil
 handlers, at their type's recent pace here, would let the last of them start within
 `prefetch_wait` seconds, and never more than `prefetch` (half per claim). So short jobs are
 claimed in batches, while a job of a slow type, or of a type this worker has not run yet, is
-never claimed to wait: it stays for an idle worker next door. A waiting job's timeout starts
-when a thread takes it.
+never claimed to wait: it stays for an idle worker next door. A pace can be wrong (a type's
+jobs turn slow): a job that waited `hand_back_after` for a thread is handed back (`overdue`)
+for any worker to take, never started here. A waiting job's timeout starts when a thread
+takes it.
 
 Handler threads make no database call of the worker's: they only run handlers and hand
 their outcome back through the worker's inbox. A handler that overruns its timeout
@@ -30,6 +32,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from queue import SimpleQueue
@@ -125,7 +128,9 @@ class Attempt:
     timeout: float
     # The attempt id as text: its key in the log router, and what its log records carry.
     log_key: str
-    # Set by the thread that takes the job (None while it waits): the timeout counts from there.
+    # When it was queued for a thread (an inline one never is), and when a thread took it
+    # (None while it waits, set under the processor's lock): the timeout counts from there.
+    queued: float = 0.0
     started: float | None = None
     deadline: float | None = None
     # Set under the processor's lock: the thread has returned / nobody wants its outcome.
@@ -141,10 +146,16 @@ class Outcome:
     result: Any = None
     error: BaseException | None = None
     finished_at: datetime = field(default_factory=timezone.now)
+    # Never started: it waited for a thread past the bound (`Processor.overdue`), and its
+    # claim is to be undone, not reported as a success or a failure.
+    handed_back: bool = False
 
 
 # How much the latest run moves a type's pace: a few runs of a changed type tell.
 _PACE_WEIGHT = 0.3
+# A claimed job that waited this long for a thread (or twice `prefetch_wait`, if longer) is
+# handed back: its type's pace, from which it was claimed to wait, was wrong.
+HAND_BACK_AFTER = 1.0
 
 
 class Admission:
@@ -194,12 +205,16 @@ class Processor:
         self.concurrency = concurrency
         self.prefetch = prefetch
         self.prefetch_wait = prefetch_wait
+        self.hand_back_after = max(HAND_BACK_AFTER, 2 * prefetch_wait)
         # Seconds a handler of each type took lately (moving average), for the prefetch.
         self.pace: dict[str, float] = {}
         self.default_timeout = default_timeout
         self.running: dict[uuid.UUID, Attempt] = {}
         self._inbox = inbox
         self._tasks: SimpleQueue[Attempt | None] = SimpleQueue()
+        # The attempts put in `_tasks`, in that order, to find those waiting past the bound
+        # from the oldest; the ones a thread took or that were dropped are skipped there.
+        self._queued: deque[Attempt] = deque()
         self._lock = threading.Lock()
         self._threads = 0
         # When a thread last took a job (time.monotonic()).
@@ -294,6 +309,8 @@ class Processor:
             attempt.finished = True
             self._inbox.put(("outcome", self._run(attempt, inline=True)))
         else:
+            attempt.queued = time.monotonic()
+            self._queued.append(attempt)
             self._tasks.put(attempt)
         return attempt
 
@@ -312,6 +329,42 @@ class Processor:
         self.pace[job_type] = (
             seconds if previous is None else previous + _PACE_WEIGHT * (seconds - previous)
         )
+
+    def overdue(self) -> list[Outcome]:
+        """Take back the claimed jobs that waited `hand_back_after` seconds for a thread: no
+        thread starts them now. Their outcomes (`handed_back`), for the completer to undo
+        their claims, so that an idle worker next door can run them."""
+        handed_back = []
+        due = time.monotonic()
+        while (attempt := self._oldest_waiting()) is not None:
+            if attempt.queued + self.hand_back_after > due:
+                break
+            self._queued.popleft()
+            with self._lock:
+                taken = attempt.started is not None
+                attempt.abandoned = not taken
+            if not taken:
+                self._forget(attempt)
+                # The thread that takes it from the queue leaves: this one replaces it.
+                self._spawn()
+                handed_back.append(Outcome(attempt, handed_back=True))
+        return handed_back
+
+    def next_hand_back(self) -> float | None:
+        """When the oldest claimed job still waiting for a thread is due to be handed back
+        (`time.monotonic()`), if one waits."""
+        attempt = self._oldest_waiting()
+        return None if attempt is None else attempt.queued + self.hand_back_after
+
+    def _oldest_waiting(self) -> Attempt | None:
+        """The claimed job that has waited longest for a thread; the ones taken or dropped
+        since they were queued leave `_queued` here."""
+        while self._queued:
+            attempt = self._queued[0]
+            if attempt.started is None and self.running.get(attempt.job.id) is attempt:
+                return attempt
+            self._queued.popleft()
+        return None
 
     def expired(self, now: float) -> list[Outcome]:
         """Give up the attempts past their timeout; their failure outcomes, to report."""
@@ -364,10 +417,12 @@ class Processor:
 
     def _serve(self) -> None:
         while (attempt := self._tasks.get()) is not None:
-            if attempt.abandoned:
-                # Lost while it waited (cancelled): a thread was spawned in our stead.
-                break
-            attempt.started = self._last_taken = time.monotonic()
+            with self._lock:
+                # Lost (cancelled) or handed back while it waited: a thread was spawned in
+                # our stead. Under the lock: a job handed back is never started too.
+                if attempt.abandoned:
+                    break
+                attempt.started = self._last_taken = time.monotonic()
             attempt.deadline = attempt.started + attempt.timeout
             outcome = self._run(attempt)
             with self._lock:

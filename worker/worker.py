@@ -16,7 +16,8 @@ Each turn of the loop:
 2. runs the maintenance units that are due (heartbeat, rescuer, feeder, claim watch,
    counter fold; the pruner has a thread of its own);
 3. moves jobs whose time has come from the timer heap into the scheduler;
-4. fails the attempts over their timeout (handed to the completer too);
+4. fails the attempts over their timeout, and hands back the claimed jobs that waited too
+   long for a thread (both to the completer too);
 5. when a handler thread would otherwise go idle, or ahead while at most half the prefetch
    waits, pops the most urgent jobs from the scheduler, enough for the free threads plus
    half the prefetch, and claims them in one statement (jobs another worker took are dropped):
@@ -384,6 +385,13 @@ class Worker:
                 timed.due = time.monotonic() + timed.unit.interval
         self._promote_timers()
         self._hand_over(self.processor.expired(time.monotonic()))
+        if handed_back := self.processor.overdue():
+            logger.info(
+                "handing back %d claimed jobs that waited %.1f s for a thread here",
+                len(handed_back),
+                self.processor.hand_back_after,
+            )
+            self._hand_over(handed_back)
         if now >= self._next_log_flush:
             self._flush_running_logs()
             self._next_log_flush = now + _LOG_FLUSH_SECONDS
@@ -427,6 +435,8 @@ class Worker:
         deadlines = [a.deadline for a in self.processor.running.values() if a.deadline]
         if deadlines:
             wake = min(wake, *deadlines)
+        if (hand_back := self.processor.next_hand_back()) is not None:
+            wake = min(wake, hand_back)
         if self.processor.running:
             wake = min(wake, self._next_log_flush)
         return max(0.0, wake - now)

@@ -239,6 +239,32 @@ WITH outcome AS (
 )
 SELECT failed.attempt_id, failed.job FROM failed CROSS JOIN closed;
 
+-- name: hand_back_jobs
+-- Undo the claims of jobs their worker never started (they waited for a thread past the
+-- prefetch's bound, `worker.processor`): each job pending again as before its claim, with
+-- its place in the claim order, its attempt deleted (it never ran, so it spends none of the
+-- job's retries and has no log line) and the start time of its previous attempt, if any.
+-- Fenced by the attempt id like every outcome. What wakes the workers, and the job object
+-- as text, which its event reuses. A start the claim counted under a rate limit stays
+-- counted for its period (never over, sometimes under, as `scheduler_limit_room` says).
+WITH returned AS (
+    UPDATE jobs AS j
+    SET status = 'pending',
+        attempt_count = j.attempt_count - 1,
+        started_at = (SELECT max(a.started_at) FROM job_attempts a
+                      WHERE a.job_id = j.id AND a.id <> h.attempt_id),
+        updated_at = now(),
+        worker_id = NULL,
+        current_attempt_id = NULL
+    FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[]) AS h(job_id, attempt_id)
+    WHERE j.id = h.job_id AND j.current_attempt_id = h.attempt_id
+    RETURNING j.id, j.type, j.priority, j.run_at, j.created_at, h.attempt_id,
+              scheduler_job_object(j)::text AS job
+), removed AS (
+    DELETE FROM job_attempts WHERE id IN (SELECT attempt_id FROM returned)
+)
+SELECT id, type, priority, run_at, created_at, attempt_id, job FROM returned;
+
 -- name: cancel_job
 -- Cancel those of `job_ids` that have not finished. A running attempt is closed as failed
 -- and loses its claim, so the worker's late outcome is refused.

@@ -287,6 +287,43 @@ def test_failures_reported_together_each_keep_their_own_error_and_fate(events):
         events.wait_for("job.failed", lambda data, job_id=job_id: data["id"] == str(job_id))
 
 
+def test_a_claim_handed_back_unstarted_leaves_the_job_as_it_was_before_it(events):
+    worker = new_worker()
+    job = state.enqueue("noop", {}, max_retries=3)
+    first = claimed(worker, job)
+    fail_attempt(
+        first.id,
+        first.attempt_id,
+        error_type="ValueError",
+        error_message="bad",
+        stack_trace=None,
+        retry_delay=timedelta(0),
+    )
+    before = Job.objects.get(id=first.id)
+    second = claimed(worker, job)
+
+    report = state.hand_back([(second.id, second.attempt_id)])
+
+    (returned,) = report.returned
+    assert returned["id"] == second.id and report.refused == []
+    after = Job.objects.get(id=second.id)
+    assert (after.status, after.attempt_count, after.worker_id) == ("pending", 1, None)
+    assert (after.started_at, after.last_error) == (before.started_at, "bad")
+    assert list(JobAttempt.objects.filter(job_id=second.id).values_list("id", flat=True)) == [
+        first.attempt_id
+    ]
+    event = events.wait_for(
+        "job.retry_scheduled", lambda data: data["id"] == job["id"] and data["status"] == "pending"
+    )
+    assert event["data"]["attempt_count"] == 1
+    # Its claim is gone: handed back twice, the second is refused; claimed again, it is the
+    # job's second attempt.
+    assert state.hand_back([(second.id, second.attempt_id)]).refused == [
+        (second.id, second.attempt_id)
+    ]
+    assert claimed(worker, job).attempt_number == 2
+
+
 def test_two_cancels_racing_one_succeeds_the_other_is_refused():
     job = state.enqueue("noop", {}, priority=2)
     start = threading.Barrier(2)

@@ -65,3 +65,34 @@ def test_a_worker_never_holds_jobs_of_a_slow_type_waiting_behind_its_busy_thread
         )
     )
     assert ran_on == {idle.row().id}
+
+
+def test_jobs_claimed_ahead_at_a_pace_gone_wrong_are_handed_back_for_an_idle_worker(
+    start_worker, events
+):
+    """Jobs of a type that ran fast here turn slow: the worker claimed three to wait behind
+    its one thread, at the fast pace. Past the bound (1 s) it hands them back, unstarted and
+    with no attempt spent, and a worker with a free thread runs them."""
+    start_worker("--concurrency", "1")  # the default prefetch
+    warm_up = [state.enqueue("sleep", {"seconds": 0}) for _ in range(3)]
+    wait_for(lambda: all(job_status(job["id"]) == "completed" for job in warm_up), timeout=60)
+    # Due together, so that one claim meets them all.
+    due = timezone.now() + timedelta(seconds=1)
+    slow = {state.enqueue("sleep", {"seconds": 3}, scheduled_at=due)["id"] for _ in range(4)}
+    for job_id in slow:
+        events.wait_for("job.started", lambda data, job_id=job_id: data["id"] == job_id, 30)
+    handed_back: dict[str, tuple[str, int]] = {}
+    for _ in range(3):
+        event = events.wait_for(
+            "job.retry_scheduled", lambda data: data["id"] in slow - handed_back.keys(), 30
+        )
+        handed_back[event["data"]["id"]] = (event["data"]["status"], event["data"]["attempt_count"])
+    assert list(handed_back.values()) == [("pending", 0)] * 3
+
+    idle = start_worker("--concurrency", "1")
+    wait_for(lambda: all(job_status(job_id) == "completed" for job_id in slow), timeout=60)
+    # Each ran once: the claims handed back left no attempt behind.
+    attempts = JobAttempt.objects.filter(job_id__in=slow)
+    assert sorted(attempts.values_list("status", flat=True)) == ["succeeded"] * 4
+    assert set(Job.objects.filter(id__in=slow).values_list("attempt_count", flat=True)) == {1}
+    assert idle.row().id in set(attempts.values_list("worker_id", flat=True))

@@ -198,14 +198,27 @@ def test_a_claim_goes_ahead_while_the_threads_take_jobs_and_not_while_they_are_h
     held.stop()
 
 
-def test_a_job_lost_while_it_waits_for_a_thread_never_runs():
+@pytest.mark.parametrize("taken_back", ["lost", "handed back"])
+def test_a_job_taken_back_while_it_waits_for_a_thread_never_runs(taken_back):
+    """Lost: cancelled or rescued. Handed back: it waited past the bound (`overdue`)."""
     inbox: SimpleQueue[Any] = SimpleQueue()
     processor = Processor(1, inbox, default_timeout=5, prefetch=1)
+    processor.hand_back_after = 0.2
     busy = processor.start(claimed("probe_gated"))
     waiting = processor.start(claimed("probe_threaded", tag="never"))
     until(lambda: busy.started is not None)
 
-    assert processor.lose(waiting.job.id) is waiting
+    if taken_back == "lost":
+        assert processor.lose(waiting.job.id) is waiting
+    else:
+        assert processor.overdue() == []
+        due = processor.next_hand_back()
+        assert due is not None and due == waiting.queued + 0.2
+        until(lambda: time.monotonic() >= due)
+        (handed_back,) = processor.overdue()
+        assert handed_back.attempt is waiting and handed_back.handed_back
+        assert processor.next_hand_back() is None
+    assert set(processor.running) == {busy.job.id}  # the running job stays
     gate.set()
     assert next_outcome(inbox).attempt is busy
     processor.start(claimed("probe_threaded", tag="after"))
