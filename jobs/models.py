@@ -293,18 +293,20 @@ class IdempotencyKey(models.Model):
     key = models.CharField(max_length=255, primary_key=True)
     # SHA-256 of the canonical request (`jobs.state`), hex.
     fingerprint = models.CharField(max_length=64)
-    # Null only inside the transaction that takes the key. The database's own foreign key
-    # (migration 0014) deletes the key with its job, also when SQL deletes the job (purge,
-    # prune): a repeat after that creates a new job.
+    # Null inside the transaction that takes the key, and for a batch's key (`job_ids`). The
+    # database's own foreign key (migration 0014) deletes a job's key with its job, also when
+    # SQL deletes the job (purge, prune): a repeat after that creates a new job. The pruner
+    # deletes every key past the window (`jobs.retention`).
     job = models.ForeignKey(
         Job, null=True, on_delete=models.CASCADE, related_name="+", db_constraint=False
     )
-    # A batch's jobs in the order sent (POST /jobs/batch); `job` is then the first of them.
+    # A batch's jobs in the order sent (POST /jobs/batch); a repeat gets those still there.
     job_ids = ArrayField(models.UUIDField(), null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:
         db_table = "idempotency_keys"
+        indexes = [models.Index(fields=["created_at"], name="idempotency_keys_created_idx")]
 
     def __str__(self) -> str:
         return self.key

@@ -82,8 +82,13 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
         )
         _record(pruned, now, continues)
         fetch("count_prune", {"jobs": pruned.jobs})
-        # The audit log has its own retention; a bounded batch per pass like the jobs'.
+        # The audit log has its own retention, the idempotency keys their window; a bounded
+        # batch of each per pass, like the jobs'.
         audit.prune(limit=limit)
+        fetch(
+            "prune_idempotency_keys",
+            {"window": settings.SCHEDULER_IDEMPOTENCY_WINDOW, "limit": limit},
+        )
         if pruned.jobs:
             notifier.emit_after_commit([], counts_changed=True)
     return pruned

@@ -353,17 +353,19 @@ def _under_key(
         if not fetch("take_idempotency_key", params):
             # The holder's row is locked by the statement above: it stays until we commit.
             (holder,) = fetch("idempotency_key_holder", {"key": key})
-            if holder["fingerprint"] != fingerprint:
-                raise IdempotencyKeyReused(key, holder["job_id"])
             held = holder["job_ids"] or [holder["job_id"]]
+            if holder["fingerprint"] != fingerprint:
+                raise IdempotencyKeyReused(key, held[0] if held else None)
             return _job_objects(fetch("job_objects", {"job_ids": held})), False
         created = create()
         job_ids = [job["id"] for job in created]
+        # A job's key goes with its job (a repeat after its purge creates it anew); a
+        # batch's stays for the window, whichever of its jobs are deleted meanwhile.
         fetch(
             "bind_idempotency_key",
             {
                 "key": key,
-                "job_id": job_ids[0] if job_ids else None,
+                "job_id": None if batch else job_ids[0],
                 "job_ids": job_ids if batch else None,
             },
         )

@@ -763,6 +763,19 @@ WITH gone AS (
 )
 SELECT count(*) AS deleted FROM gone;
 
+-- name: prune_idempotency_keys
+-- Up to `limit` idempotency keys past the window, oldest first (`idempotency_keys_created_idx`):
+-- a request under one creates anew anyway (`take_idempotency_key`). A job's key also goes
+-- with its job; a batch's only here.
+WITH gone AS (
+    DELETE FROM idempotency_keys
+    WHERE key IN (SELECT key FROM idempotency_keys
+                  WHERE created_at < now() - make_interval(secs => %(window)s)
+                  ORDER BY created_at LIMIT %(limit)s)
+    RETURNING 1
+)
+SELECT count(*) AS deleted FROM gone;
+
 -- name: jobs_ahead
 -- How many due jobs the claim would take before this one (counted up to `up_to` + 1):
 -- the claim's predicate and order, so the claimable index serves it as a range; the

@@ -80,6 +80,25 @@ def test_a_repeated_batch_returns_its_first_jobs_and_a_different_one_is_a_409(op
 
 
 @pytest.mark.django_db
+def test_a_batch_whose_first_job_was_purged_is_still_answered_not_created_again(
+    operator_client,
+):
+    # The key was bound to the batch's first job: its purge (or pruning) deleted the key,
+    # and the client's retry created every job of the batch a second time.
+    first = operator_client.post(BATCH, BATCH_BODY, format="json", HTTP_IDEMPOTENCY_KEY="b-2")
+    ids = [job["id"] for job in first.json()["jobs"]]
+    Job.objects.filter(id=ids[0]).update(status="failed", in_dlq=True)
+    state.purge(ids[0])
+    again = operator_client.post(BATCH, BATCH_BODY, format="json", HTTP_IDEMPOTENCY_KEY="b-2")
+    assert again.status_code == 200
+    assert [job["id"] for job in again.json()["jobs"]] == ids[1:]
+    assert Job.objects.count() == 2
+    other = {"jobs": BATCH_BODY["jobs"][:2]}
+    refused = operator_client.post(BATCH, other, format="json", HTTP_IDEMPOTENCY_KEY="b-2")
+    assert refused.json()["error"]["details"] == {"idempotency_key": "b-2", "job_id": ids[0]}
+
+
+@pytest.mark.django_db
 def test_enqueue_many_once_takes_any_iterable_and_refuses_what_enqueue_many_refuses():
     specs = [state.JobSpec("noop", {"n": n}) for n in range(3)]
     jobs, created = state.enqueue_many_once("gen-1", iter(specs))

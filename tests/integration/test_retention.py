@@ -14,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import state
-from jobs.models import Job, JobAttempt, JobLog, LastPrune, Worker
+from jobs.models import IdempotencyKey, Job, JobAttempt, JobLog, LastPrune, Worker
 from jobs.retention import Retention, prune
 from jobs.stats import current_stats
 from tests.attempts import fail_attempt
@@ -109,6 +109,24 @@ def test_zero_retention_keeps_finished_jobs_forever(worker, settings):
     age(done, by=timedelta(days=3650))
     assert prune(limit=100, continues=False).jobs == 0
     assert exists(done)
+
+
+def test_idempotency_keys_past_their_window_go_and_live_ones_answer(worker):
+    """A batch's key stays with none of its jobs (`state._under_key`): the pruner is what
+    bounds the keys, once a repeat under them would create anew anyway."""
+    specs = [state.JobSpec("noop", {"n": n}) for n in range(2)]
+    state.enqueue_many_once("old-batch", specs)
+    live, _ = state.enqueue_many_once("live-batch", specs)
+    IdempotencyKey.objects.filter(key="old-batch").update(
+        created_at=timezone.now() - timedelta(hours=25)
+    )
+
+    prune(limit=100, continues=False, retention=WEEK)
+
+    assert list(IdempotencyKey.objects.values_list("key", flat=True)) == ["live-batch"]
+    again, created = state.enqueue_many_once("live-batch", specs)
+    assert not created and again == live
+    assert Job.objects.count() == 4
 
 
 def test_a_job_a_waiting_job_depends_on_is_kept_until_that_job_finished(worker):
