@@ -61,6 +61,20 @@ def test_a_worker_serves_its_queues_and_a_queue_with_slots_of_its_own_runs_apart
     )
 
 
+def test_a_lane_takes_its_workers_prefetch(start_worker):
+    # Lanes ran with the default prefetch whatever the worker was given: `--prefetch 0`
+    # (claims only for free threads, so that a pause is exact) held on the main worker
+    # only, and a lane of one slot held a hundred claimed jobs past a pause.
+    worker = start_worker("--queue", "emails=1", "--concurrency", "1", "--prefetch", "0")
+
+    def started() -> list[str]:
+        lines = [line for line in worker.logs().splitlines() if " started: " in line]
+        return lines if len(lines) == 2 else []
+
+    lines = wait_for(started, timeout=30, what="the worker and its lane to start")
+    assert all("prefetch=0 " in line for line in lines), lines
+
+
 def test_a_lane_that_dies_stops_its_worker_for_the_supervisor_to_restart_both(start_worker):
     # The supervisor watches the worker, not its lanes: a lane killed (the OOM killer, a
     # crash) left its queue unserved, silently, for as long as the worker ran on.

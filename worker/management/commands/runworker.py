@@ -157,6 +157,8 @@ class Command(BaseCommand):
             "--queues",
             name,
         ]
+        if options["prefetch"] is not None:
+            command += ["--prefetch", str(options["prefetch"])]
         if options["once"]:
             command.append("--once")
         if options["max_jobs"] is not None:
