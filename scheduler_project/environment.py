@@ -40,8 +40,26 @@ def env_int(
     return value
 
 
-def env_float(
+# The longest time span a setting may give, a century: Python's dates end in year 9999, so
+# a much longer span overflows once counted back from now (a retention of 1e11 s failed
+# every prune pass, 1e14 the dashboard too), and a thread's wait refuses one of ~292 years.
+LONGEST_SECONDS = 100 * 365 * 24 * 3600
+
+
+def env_seconds(
     name: str, default: float, *, minimum: float | None = None, above: float | None = None
+) -> float:
+    """A time span in seconds, at most `LONGEST_SECONDS`."""
+    return env_float(name, default, minimum=minimum, above=above, maximum=LONGEST_SECONDS)
+
+
+def env_float(
+    name: str,
+    default: float,
+    *,
+    minimum: float | None = None,
+    above: float | None = None,
+    maximum: float | None = None,
 ) -> float:
     raw = os.environ.get(name)
     if raw in (None, ""):
@@ -56,6 +74,8 @@ def env_float(
         raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum:g}.")
     if above is not None and value <= above:
         raise ImproperlyConfigured(f"{name}={raw!r}: must be above {above:g}.")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at most {maximum:g}.")
     return value
 
 

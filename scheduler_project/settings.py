@@ -12,7 +12,9 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
+from jobs.command_options import MOST_HANDLER_SLOTS
 from scheduler_project.environment import (
+    LONGEST_SECONDS,
     env_bool,
     env_database_url,
     env_float,
@@ -22,6 +24,7 @@ from scheduler_project.environment import (
     env_networks,
     env_rate,
     env_redis_url,
+    env_seconds,
     env_str,
     redis_database,
 )
@@ -161,7 +164,7 @@ if _pool_min_size > _pool_max_size:
 DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
     "min_size": _pool_min_size,
     "max_size": _pool_max_size,
-    "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0, above=0),
+    "timeout": env_seconds("DATABASE_POOL_TIMEOUT", 10.0, above=0),
 }
 # Django turns psycopg's automatic preparation off; the hot statements `jobs.sql.fetch` runs
 # `prepared` (creating, claiming, completing jobs) are prepared once run 5 times on a
@@ -198,7 +201,9 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
-AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_LOCKOUT_MINUTES", 15.0, minimum=0))
+AXES_COOLOFF_TIME = timedelta(
+    minutes=env_float("LOGIN_LOCKOUT_MINUTES", 15.0, minimum=0, maximum=LONGEST_SECONDS / 60)
+)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "jobs.api.clients.client_address"
@@ -326,47 +331,47 @@ SCHEDULER_EVENTS_CHANNEL = env_str(
     f"scheduler:events:{DATABASES['default']['NAME']}:{redis_database(REDIS_URL)}",
 )
 SCHEDULER_DEFAULT_MAX_RETRIES = env_int("SCHEDULER_DEFAULT_MAX_RETRIES", 3, minimum=1)
-SCHEDULER_BACKOFF_BASE_SECONDS = env_float("SCHEDULER_BACKOFF_BASE_SECONDS", 5.0, minimum=0)
-SCHEDULER_CONCURRENCY = env_int("SCHEDULER_CONCURRENCY", 4, minimum=1)
+SCHEDULER_BACKOFF_BASE_SECONDS = env_seconds("SCHEDULER_BACKOFF_BASE_SECONDS", 5.0, minimum=0)
+SCHEDULER_CONCURRENCY = env_int("SCHEDULER_CONCURRENCY", 4, minimum=1, maximum=MOST_HANDLER_SLOTS)
 # Claimed jobs a worker may hold beyond its busy threads, waiting for the next free one (half
 # of them per claim), and about how long the last of them may expect to wait (at its job
 # type's recent pace).
 SCHEDULER_PREFETCH = env_int("SCHEDULER_PREFETCH", 200, minimum=0)
-SCHEDULER_PREFETCH_WAIT = env_float("SCHEDULER_PREFETCH_WAIT", 0.05, minimum=0)
+SCHEDULER_PREFETCH_WAIT = env_seconds("SCHEDULER_PREFETCH_WAIT", 0.05, minimum=0)
 SCHEDULER_CLAIM_BATCH = env_int("SCHEDULER_CLAIM_BATCH", 250, minimum=1)
-SCHEDULER_FEEDER_INTERVAL = env_float("SCHEDULER_FEEDER_INTERVAL", 30.0, above=0)
+SCHEDULER_FEEDER_INTERVAL = env_seconds("SCHEDULER_FEEDER_INTERVAL", 30.0, above=0)
 # At most this many runnable jobs are held in one worker's in-memory scheduler at a time.
 SCHEDULER_FEEDER_LIMIT = env_int("SCHEDULER_FEEDER_LIMIT", 50_000, minimum=1)
-SCHEDULER_HEARTBEAT_INTERVAL = env_float("SCHEDULER_HEARTBEAT_INTERVAL", 5.0, above=0)
-SCHEDULER_WORKER_TIMEOUT = env_float("SCHEDULER_WORKER_TIMEOUT", 30.0, above=0)
-SCHEDULER_STUCK_AFTER = env_float("SCHEDULER_STUCK_AFTER", 600.0, above=0)
-SCHEDULER_SHUTDOWN_GRACE = env_float("SCHEDULER_SHUTDOWN_GRACE", 30.0, minimum=0)
-SCHEDULER_HANDLER_TIMEOUT = env_float("SCHEDULER_HANDLER_TIMEOUT", 300.0, above=0)
-SCHEDULER_STATS_INTERVAL = env_float("SCHEDULER_STATS_INTERVAL", 0.5, above=0)
+SCHEDULER_HEARTBEAT_INTERVAL = env_seconds("SCHEDULER_HEARTBEAT_INTERVAL", 5.0, above=0)
+SCHEDULER_WORKER_TIMEOUT = env_seconds("SCHEDULER_WORKER_TIMEOUT", 30.0, above=0)
+SCHEDULER_STUCK_AFTER = env_seconds("SCHEDULER_STUCK_AFTER", 600.0, above=0)
+SCHEDULER_SHUTDOWN_GRACE = env_seconds("SCHEDULER_SHUTDOWN_GRACE", 30.0, minimum=0)
+SCHEDULER_HANDLER_TIMEOUT = env_seconds("SCHEDULER_HANDLER_TIMEOUT", 300.0, above=0)
+SCHEDULER_STATS_INTERVAL = env_seconds("SCHEDULER_STATS_INTERVAL", 0.5, above=0)
 # Retention (jobs.retention): seconds a finished job is kept before the pruner deletes it
 # with its attempts and logs; 0 keeps it forever. Dead letters are kept by default.
-SCHEDULER_RETAIN_COMPLETED = env_float("SCHEDULER_RETAIN_COMPLETED", 7 * 24 * 3600.0, minimum=0)
-SCHEDULER_RETAIN_DLQ = env_float("SCHEDULER_RETAIN_DLQ", 0.0, minimum=0)
+SCHEDULER_RETAIN_COMPLETED = env_seconds("SCHEDULER_RETAIN_COMPLETED", 7 * 24 * 3600.0, minimum=0)
+SCHEDULER_RETAIN_DLQ = env_seconds("SCHEDULER_RETAIN_DLQ", 0.0, minimum=0)
 # Seconds an audit log entry is kept, then pruned (90 days); 0 keeps it forever.
-SCHEDULER_RETAIN_AUDIT = env_float("SCHEDULER_RETAIN_AUDIT", 90 * 24 * 3600.0, minimum=0)
-SCHEDULER_PRUNE_INTERVAL = env_float("SCHEDULER_PRUNE_INTERVAL", 60.0, above=0)
+SCHEDULER_RETAIN_AUDIT = env_seconds("SCHEDULER_RETAIN_AUDIT", 90 * 24 * 3600.0, minimum=0)
+SCHEDULER_PRUNE_INTERVAL = env_seconds("SCHEDULER_PRUNE_INTERVAL", 60.0, above=0)
 SCHEDULER_PRUNE_BATCH = env_int("SCHEDULER_PRUNE_BATCH", 1000, minimum=1)
 # Seconds an `Idempotency-Key` keeps returning the job it first created.
-SCHEDULER_IDEMPOTENCY_WINDOW = env_float("SCHEDULER_IDEMPOTENCY_WINDOW", 24 * 3600.0, minimum=0)
+SCHEDULER_IDEMPOTENCY_WINDOW = env_seconds("SCHEDULER_IDEMPOTENCY_WINDOW", 24 * 3600.0, minimum=0)
 # Django Tasks (django-tasks, the backport of Django 6.0's django.tasks): every `@task`
 # function's enqueue() becomes a job that `runworker` runs (jobs/tasks_backend.py).
 TASKS = {"default": {"BACKEND": "jobs.tasks_backend.SchedulerBackend"}}
 
 # The console.
-CONSOLE_STALE_WORKER_SECONDS = env_float(
+CONSOLE_STALE_WORKER_SECONDS = env_seconds(
     "CONSOLE_STALE_WORKER_SECONDS", SCHEDULER_WORKER_TIMEOUT, above=0
 )
-SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0, above=0)
+SSE_KEEPALIVE_SECONDS = env_seconds("SSE_KEEPALIVE_SECONDS", 15.0, above=0)
 # Frames a stream client may fall behind before it is dropped (it reconnects fresh).
 SSE_CLIENT_QUEUE_SIZE = env_int("SSE_CLIENT_QUEUE_SIZE", 1000, minimum=1)
 # How long a process trusts its cached list of active webhooks (zero queries per event).
-WEBHOOK_CACHE_SECONDS = env_float("WEBHOOK_CACHE_SECONDS", 5.0, minimum=0)
-WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 10.0, above=0)
+WEBHOOK_CACHE_SECONDS = env_seconds("WEBHOOK_CACHE_SECONDS", 5.0, minimum=0)
+WEBHOOK_TIMEOUT_SECONDS = env_seconds("WEBHOOK_TIMEOUT_SECONDS", 10.0, above=0)
 # Networks (CIDR) that http_request jobs and webhooks may reach although they are loopback,
 # private or link-local (refused otherwise: jobs/outbound.py), e.g. 10.20.0.0/16.
 OUTBOUND_ALLOWED_NETWORKS = env_networks("OUTBOUND_ALLOWED_NETWORKS")

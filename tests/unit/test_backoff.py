@@ -64,6 +64,10 @@ def test_base_is_configurable():
     assert retry_delay(3, FixedRandom(0.5), base_seconds=2) == timedelta(seconds=4)
 
 
+def test_a_wait_is_never_longer_than_a_year_whatever_the_base():
+    assert retry_delay(10, FixedRandom(0.5), base_seconds=60) == RetryAfter.LONGEST
+
+
 @pytest.mark.parametrize("attempt", [0, -1])
 def test_attempt_numbers_start_at_one(attempt):
     with pytest.raises(ValueError, match="start at 1"):

@@ -30,6 +30,16 @@ from django.core.management import CommandError, call_command
             "argument --queue: 'emails': write NAME=N, N handler slots",
         ),
         (["runworker", "--queue", "emails=0"], "argument --queue: 'emails=0': write NAME=N"),
+        # Every thread the host had, then "can't start new thread".
+        (
+            ["runworker", "--concurrency", "99999999999", "--once"],
+            "argument --concurrency: expected at most 1000 handler slots a process, got "
+            "'99999999999': run more worker processes instead",
+        ),
+        (
+            ["runworker", "--queue", "a=99999999999", "--once"],
+            "argument --queue: expected at most 1000 handler slots a process, got '99999999999'",
+        ),
         # One queue a lane: the main worker excluded a queue named "qa,qb" and ran the jobs
         # of both. (--once: were it accepted, the worker would not run on.)
         (

@@ -30,6 +30,7 @@ ENV_FUNCTIONS = {
     "env_redis_url",
     "env_int",
     "env_float",
+    "env_seconds",
     "env_bool",
     "env_list",
     "env_rate",
@@ -114,6 +115,7 @@ def typed(function: str, raw: str) -> Any:
         "env_log_level": str.upper,
         "env_int": int,
         "env_float": float,
+        "env_seconds": float,
         "env_bool": lambda value: value.strip().lower() in TRUE_WORDS,
         "env_list": split_list,
         "env_rate": str,
@@ -210,6 +212,17 @@ def test_production_refuses_to_start_without_a_secret_key_of_its_own(load_settin
             "SCHEDULER_CONCURRENCY='four': expected a whole number",
         ),
         ({"SCHEDULER_CONCURRENCY": "0"}, "SCHEDULER_CONCURRENCY='0': must be at least 1"),
+        # Every thread the host had, then "can't start new thread".
+        (
+            {"SCHEDULER_CONCURRENCY": "100000000"},
+            "SCHEDULER_CONCURRENCY='100000000': must be at most 1000",
+        ),
+        # Passed the start, then failed every prune pass (1e14: the dashboard too).
+        (
+            {"SCHEDULER_RETAIN_COMPLETED": "1e11"},
+            "SCHEDULER_RETAIN_COMPLETED='1e11': must be at most 3.1536e+09",
+        ),
+        ({"LOGIN_LOCKOUT_MINUTES": "1e15"}, "LOGIN_LOCKOUT_MINUTES='1e15': must be at most"),
         ({"SCHEDULER_HANDLER_TIMEOUT": "-1"}, "SCHEDULER_HANDLER_TIMEOUT='-1': must be above 0"),
         ({"SCHEDULER_HEARTBEAT_INTERVAL": "nan"}, "SCHEDULER_HEARTBEAT_INTERVAL='nan': expected"),
         ({"SCHEDULER_PREFETCH": "-5"}, "SCHEDULER_PREFETCH='-5': must be at least 0"),

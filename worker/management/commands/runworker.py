@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from jobs.command_options import non_negative_int, positive_int
+from jobs.command_options import handler_slots, non_negative_int, positive_int
 from jobs.events import background_publisher
 from jobs.queue_names import QueueSelection, name_errors
 from worker.schedulers import SCHEDULERS
@@ -47,9 +47,10 @@ def queue_slots(value: str) -> tuple[str, int]:
         )
     (name,) = queue_list(name)
     try:
-        return name, positive_int(slots)
+        positive_int(slots)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"{value!r}: write NAME=N, N handler slots") from None
+    return name, handler_slots(slots)
 
 
 class Command(BaseCommand):
@@ -64,7 +65,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=positive_int,
+            type=handler_slots,
             default=None,
             help="Handlers run at once (default: SCHEDULER_CONCURRENCY).",
         )
