@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from jobs import queues, retention, state
 from jobs.models import AuditEntry, Limit, Webhook
+from tests.conftest import token_client
 
 from .helpers import dead_letter
 
@@ -279,6 +280,29 @@ def test_viewers_read_the_log_and_filter_it_but_nobody_can_change_it(
         admin.post(f"/admin/jobs/auditentry/{entry.pk}/delete/", {"post": "yes"}).status_code == 403
     )
     assert AuditEntry.objects.filter(pk=entry.pk).exists()
+
+
+def test_a_user_who_acted_can_be_deleted_and_their_entries_keep_their_name(
+    operator: Any,
+) -> None:
+    # The entry's user is SET_NULL on deletion, which the trigger refusing every change to
+    # an entry turned into a 500 in the admin: nobody who acted could be deleted.
+    client = token_client(operator)
+    client.post("/api/v1/jobs", {"type": "noop", "payload": {}, "priority": 2}, format="json")
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")
+
+    deleted = logged_in(root).post(
+        f"/admin/auth/user/{operator.pk}/delete/", {"post": "yes"}, follow=True
+    )
+
+    assert deleted.status_code == 200
+    assert not get_user_model().objects.filter(pk=operator.pk).exists()
+    (entry,) = AuditEntry.objects.all()
+    assert (entry.user_id, entry.username, entry.action) == (None, operator.username, "create")
+    # Only that: any other change to the entry is still refused, the name included.
+    for change in ({"username": "someone else"}, {"user_id": root.pk}):
+        with pytest.raises(DatabaseError), transaction.atomic():
+            AuditEntry.objects.filter(pk=entry.pk).update(**change)
 
 
 def test_entries_past_their_retention_are_pruned(operator_client: APIClient, settings: Any) -> None:
