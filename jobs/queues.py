@@ -117,8 +117,9 @@ def queue_overviews(name: str | None = None) -> list[dict[str, Any]]:
 
 
 def queue_overview(name: str) -> dict[str, Any]:
-    """The queue `name`. Raises UnknownQueue when no job, pause or limit names it, a name no
-    queue can have (one with NUL, which PostgreSQL cannot even compare) included."""
+    """The queue `name`, as `queue_overviews` knows queues. Raises UnknownQueue for any other
+    (a queue only a limit names included), and for a name no queue can have (one with NUL,
+    which PostgreSQL cannot even compare)."""
     found = [] if name_errors(name) else queue_overviews(name)
     if not found:
         raise UnknownQueue(name)
