@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.options import BaseModelAdmin, IncorrectLookupParameters
+from django.contrib.admin.options import IS_POPUP_VAR, BaseModelAdmin, IncorrectLookupParameters
+from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import Model, QuerySet
-from django.http import HttpRequest
+from django.db.models import BooleanField, ExpressionWrapper, Model, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -28,8 +30,8 @@ from django.utils.html import format_html
 
 from jobs.registry import registry
 
-from . import queues, state, webhooks
-from .display import job_display_state, shown_json
+from . import audit, queues, state, webhooks
+from .display import job_display_state, shown_json, with_queue_paused
 from .filters import PRIORITY_CHOICES, SORT_ORDERS, list_order
 from .models import (
     ApiToken,
@@ -49,8 +51,10 @@ from .models import (
 from .schedules import upcoming_runs, with_current_run
 from .selectors import BoundedCountPaginator
 
-# A job's change page shows at most this many of its newest log lines.
+# A job's change page shows at most this many of its newest log lines...
 LOG_LINES_SHOWN = 200
+# ...and of its upstream jobs (a fan-in waits for up to `state.MAX_UPSTREAM`).
+UPSTREAM_SHOWN = 50
 # The purge confirmation lists this many of the selected jobs by name.
 PURGE_LISTED = 50
 # The stylesheet of the marks `JobAdmin.status_label` and `WorkerAdmin.heartbeat` put on a
@@ -61,6 +65,12 @@ _MARKS_CSS = {"all": ["jobs/admin.css"]}
 def _can_view_jobs(request: HttpRequest) -> bool:
     user = request.user
     return user.has_perm("jobs.view_job") or user.has_perm("jobs.change_job")
+
+
+def _shown_job_id(request: HttpRequest) -> str | None:
+    """The id of the job whose change page an inline is part of."""
+    match = request.resolver_match
+    return match.kwargs.get("object_id") if match else None
 
 
 def _pretty_json(value: Any, raw_url: str) -> str:
@@ -161,8 +171,7 @@ class JobLogInline(_ReadOnlyInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JobLog]:
         queryset = super().get_queryset(request)
-        match = request.resolver_match
-        job_id = match.kwargs.get("object_id") if match else None
+        job_id = _shown_job_id(request)
         if job_id is None:
             return queryset
         newest = (
@@ -174,10 +183,48 @@ class JobLogInline(_ReadOnlyInline):
 
 
 class JobDependencyInline(_ReadOnlyInline):
+    """A job's upstream jobs, the unfinished first (what it waits for), at most
+    UPSTREAM_SHOWN of them, each read along with its edge: a fan-in's page showed all 1,000
+    and loaded each upstream job by itself, ~1,008 queries and 3 s."""
+
     model = JobDependency
     fk_name = "job"
     verbose_name_plural = "runs after"
-    fields = readonly_fields = ("depends_on", "created_at")
+    fields = readonly_fields = ("depends_on", "upstream_status", "created_at")
+    ordering = (
+        ExpressionWrapper(
+            Q(depends_on__status=JobStatus.COMPLETED), output_field=BooleanField()
+        ).asc(),
+        "id",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JobDependency]:
+        # The upstream job's payload and result can be large and are not shown.
+        queryset = (
+            super()
+            .get_queryset(request)
+            .select_related("depends_on")
+            .only("job", "created_at", "depends_on__id", "depends_on__type", "depends_on__status")
+        )
+        job_id = _shown_job_id(request)
+        if job_id is None:
+            return queryset
+        shown = queryset.filter(job_id=job_id).values("id")[:UPSTREAM_SHOWN]
+        return queryset.filter(id__in=shown)
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        # Django makes the inlines anew for each request, so the heading is this job's.
+        total = JobDependency.objects.filter(job=obj).count() if obj is not None else 0
+        if total > UPSTREAM_SHOWN:
+            self.verbose_name_plural = (
+                f"runs after ({UPSTREAM_SHOWN} of {total} upstream jobs shown, unfinished "
+                f"first: {total - UPSTREAM_SHOWN} more not shown)"
+            )
+        return super().get_formset(request, obj, **kwargs)
+
+    @admin.display(description="status")
+    def upstream_status(self, dependency: JobDependency) -> str:
+        return str(JobStatus(dependency.depends_on.status).label)
 
 
 class JobChangeList(ChangeList):
@@ -287,6 +334,11 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return JobChangeList
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        # `status_label` reads whether a pending job's queue is paused from the row: else
+        # one query per pending job on a page.
+        return with_queue_paused(super().get_queryset(request))
+
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
         # Everything: an edit here would bypass the state machine.
         extra = ["status_label", "attempts", "payload_pretty", "result_pretty"]
@@ -354,33 +406,68 @@ class DeadLetterJobAdmin(JobAdmin):
         text = job.last_error or ""
         return text if len(text) <= 120 else text[:119] + "…"
 
+    def _ticked(self, request: HttpRequest, matching: int) -> int:
+        """How many jobs the operator selected: the ids ticked, or with "select all", the
+        `matching` ones. The action's queryset holds only the jobs still in the DLQ, so
+        those that left it since they were ticked are missing from it."""
+        if request.POST.get("select_across") == "1":
+            return matching
+        return len(set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)))
+
+    def _warn_of_jobs_that_left(
+        self, request: HttpRequest, ticked: int, done: int, verb: str
+    ) -> None:
+        if ticked and done >= ticked:
+            return
+        if not ticked:
+            text = f"No job in the DLQ matches any more: none was {verb}."
+        elif not done:
+            text = (
+                f"The {ticked} selected job(s) had already left the DLQ (retried or purged "
+                f"elsewhere): none was {verb}."
+            )
+        else:
+            text = (
+                f"{ticked - done} of the {ticked} selected job(s) had already left the DLQ "
+                f"(retried or purged elsewhere): not {verb}."
+            )
+        self.message_user(request, text, messages.WARNING)
+
     @admin.action(description="Retry selected", permissions=["retry"])
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        selected = list(queryset.values_list("id", flat=True))
-        retried = state.retry_many_from_dlq(selected)
-        self.message_user(
-            request,
-            f"Retried {len(retried)} job(s): back to pending with fresh attempts, due now.",
-            messages.SUCCESS,
-        )
-        if len(retried) < len(selected):
+        in_dlq = list(queryset.values_list("id", flat=True))
+        ticked = self._ticked(request, len(in_dlq))
+        retried = state.retry_many_from_dlq(in_dlq)
+        if retried:
             self.message_user(
                 request,
-                f"{len(selected) - len(retried)} selected job(s) had already left the DLQ.",
-                messages.WARNING,
+                f"Retried {len(retried)} job(s): back to pending with fresh attempts, due now.",
+                messages.SUCCESS,
             )
+        self._warn_of_jobs_that_left(request, ticked, len(retried), "retried")
 
     @admin.action(description="Purge selected", permissions=["purge"])
     def purge_selected(
         self, request: HttpRequest, queryset: QuerySet[Job]
     ) -> TemplateResponse | None:
         if request.POST.get("post") == "yes":
-            purged = state.purge_many(list(queryset.values_list("id", flat=True)))
-            self.message_user(
-                request, f"Purged {purged} job(s) with their attempts and logs.", messages.SUCCESS
-            )
+            in_dlq = list(queryset.values_list("id", flat=True))
+            ticked = self._ticked(request, len(in_dlq))
+            purged = state.purge_many(in_dlq)
+            if purged:
+                self.message_user(
+                    request,
+                    f"Purged {purged} job(s) with their attempts and logs.",
+                    messages.SUCCESS,
+                )
+            self._warn_of_jobs_that_left(request, ticked, purged, "purged")
             return None
         total = queryset.count()
+        ticked = self._ticked(request, total)
+        if not total:
+            self._warn_of_jobs_that_left(request, ticked, 0, "purged")
+            return None
+        select_across = request.POST.get("select_across") == "1"
         dependents = (
             Job.objects.filter(dependencies__depends_on__in=queryset.values("id"))
             .exclude(status__in=[JobStatus.COMPLETED, JobStatus.CANCELLED])
@@ -394,9 +481,17 @@ class DeadLetterJobAdmin(JobAdmin):
             "jobs": queryset.order_by("-updated_at")[:PURGE_LISTED],
             "total": total,
             "unlisted": max(total - PURGE_LISTED, 0),
+            "ticked": ticked,
+            "gone": ticked - total,
             "dependents": dependents,
-            "select_across": request.POST.get("select_across") == "1",
-            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "select_across": select_across,
+            # The "yes" confirms these: not the jobs that had left the DLQ, which are gone
+            # from the page too.
+            "selected": (
+                request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+                if select_across
+                else [str(job_id) for job_id in queryset.values_list("id", flat=True)]
+            ),
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "media": self.media,
         }
@@ -634,7 +729,8 @@ class WebhookAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Tokens can be looked at and revoked (deleted); their hash is never shown."""
+    """Tokens can be looked at and revoked (deleted); their hash is never shown. Each
+    revocation is an audit entry (`token_revoke`, recorded by `jobs.audit` as it is deleted)."""
 
     can_delete_rows = True
     list_display = ("prefix", "user", "created_at", "last_used_at")
@@ -642,18 +738,77 @@ class ApiTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ("user",)
     fields = readonly_fields = ("prefix", "user", "created_at", "last_used_at")
 
+    def response_delete(self, request: HttpRequest, obj_display: str, obj_id: Any) -> HttpResponse:
+        response = super().response_delete(request, obj_display, obj_id)
+        if IS_POPUP_VAR in request.POST or not self.has_view_permission(request):
+            return response
+        # Back to the tokens: Django sends whoever may not change them (nobody may) to the
+        # admin's index.
+        tokens = reverse("admin:jobs_apitoken_changelist", current_app=self.admin_site.name)
+        preserved: dict[str, Any] = {
+            "preserved_filters": self.get_preserved_filters(request),
+            "opts": self.opts,
+        }
+        return HttpResponseRedirect(add_preserved_filters(preserved, tokens))
+
+
+class AuditActionFilter(admin.SimpleListFilter):
+    """The actions an entry may record (`audit.ACTIONS`): Django's filter for a field
+    without choices is a DISTINCT over the whole log on every page."""
+
+    title = "action"
+    parameter_name = "action__exact"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(action, action) for action in audit.ACTIONS]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        if value not in audit.ACTIONS:
+            raise IncorrectLookupParameters(f"No action {value!r}.")
+        return queryset.filter(action=value)
+
+
+class AuditPeriodFilter(admin.SimpleListFilter):
+    """Recent entries, a range of `audit_log_at_idx`: a date hierarchy listed the days that
+    have entries with a DISTINCT over the whole log (130-190 ms at 500,000 entries)."""
+
+    title = "when"
+    parameter_name = "period"
+    PERIODS = {
+        "1h": ("Past hour", timedelta(hours=1)),
+        "24h": ("Past 24 hours", timedelta(days=1)),
+        "7d": ("Past 7 days", timedelta(days=7)),
+        "30d": ("Past 30 days", timedelta(days=30)),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(name, label) for name, (label, _) in self.PERIODS.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        if value not in self.PERIODS:
+            raise IncorrectLookupParameters(f"No period {value!r}.")
+        return queryset.filter(at__gte=timezone.now() - self.PERIODS[value][1])
+
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The audit log, read-only like the console's page: nobody edits or deletes an entry
-    (the database refuses a change too); the pruner removes old ones."""
+    (the database refuses a change too); the pruner removes old ones. Its list reads the
+    newest entries by `audit_log_at_idx` and never counts or scans the whole log."""
 
     list_display = ("at", "username", "source", "address", "action", "target", "count")
-    list_filter = ("action", "source")
-    search_fields = ("=username", "=target")
-    date_hierarchy = "at"
+    list_filter = (AuditPeriodFilter, AuditActionFilter, "source")
+    search_fields = ("target",)
+    search_help_text = "An exact target: a job id, webhook 3, queue emails, 12 jobs."
     ordering = ("-at", "-id")
     show_full_result_count = False
+    paginator = BoundedCountPaginator
     fields = (
         "at",
         "username",
@@ -667,6 +822,15 @@ class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "after_json",
     )
     readonly_fields = fields
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        # As typed, so that `audit_log_target_idx` finds it: Django's "=target" compared
+        # UPPER(target), which no index holds. Not the username either: no index holds it,
+        # and an OR with it would read the whole log.
+        term = search_term.strip()
+        return (queryset.filter(target=term) if term else queryset), False
 
     @admin.display(description="before")
     def before_json(self, entry: AuditEntry) -> str:

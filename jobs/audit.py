@@ -24,12 +24,13 @@ from django.conf import settings
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.utils import timezone
 
-from .models import AuditEntry, Webhook
+from .models import ApiToken, AuditEntry, Webhook
 from .sql import fetch
 
 # Ids kept in one entry of an action on many jobs; `count` says how many there were.
 IDS_KEPT = 100
-# What an entry may say was done, for the console's filter (others add theirs here).
+# What an entry may say was done, for the console's and the admin's filters (others add
+# theirs here).
 ACTIONS = (
     "create",
     "cancel",
@@ -49,6 +50,7 @@ ACTIONS = (
     "schedule_pause",
     "schedule_resume",
     "schedule_delete",
+    "token_revoke",
 )
 PAGE_SIZE = 50
 
@@ -195,6 +197,28 @@ def _webhook_deleted(sender: Any, instance: Webhook, **kwargs: Any) -> None:
     )
 
 
+def _token_revoked(sender: Any, instance: ApiToken, origin: Any = None, **kwargs: Any) -> None:
+    # A token deleted along with its user goes with that deletion: only a token deleted by
+    # itself (one, or a queryset of tokens) is a revocation.
+    revoked = isinstance(origin, ApiToken) or getattr(origin, "model", None) is ApiToken
+    if not (revoked and active()):
+        return
+    # Named by its owner and its prefix, as the admin lists it: never by its hash.
+    owner = instance.user.get_username()
+    record(
+        "token_revoke",
+        target=f"api token of {owner}",
+        summary=f"API token {instance.prefix}… of {owner}",
+        before={
+            "user": owner,
+            "prefix": instance.prefix,
+            "created_at": instance.created_at.isoformat(),
+            "last_used_at": instance.last_used_at.isoformat() if instance.last_used_at else None,
+        },
+    )
+
+
 pre_save.connect(_webhook_saving, sender=Webhook, dispatch_uid="audit_webhook_saving")
 post_save.connect(_webhook_saved, sender=Webhook, dispatch_uid="audit_webhook_saved")
 post_delete.connect(_webhook_deleted, sender=Webhook, dispatch_uid="audit_webhook_deleted")
+post_delete.connect(_token_revoked, sender=ApiToken, dispatch_uid="audit_token_revoked")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,17 @@ from django.utils import timezone
 
 from jobs import state
 from jobs.api.auth import issue_token
-from jobs.models import Job, JobAttempt, JobLog, JobStatus, Schedule, Webhook, Worker
+from jobs.models import (
+    ApiToken,
+    AuditEntry,
+    Job,
+    JobAttempt,
+    JobLog,
+    JobStatus,
+    Schedule,
+    Webhook,
+    Worker,
+)
 from tests.attempts import fail_attempt
 
 from .test_pages import analyze_jobs
@@ -64,6 +75,41 @@ def to_dlq(worker: Worker, job_type: str = "noop", error: str = "boom") -> Job:
 def action(client: Client, url: str, name: str, objects: list[Any], **extra: str) -> Any:
     data = {"action": name, "_selected_action": [str(o.pk) for o in objects], **extra}
     return client.post(url, data, follow=False)
+
+
+@pytest.fixture
+def browser() -> Client:
+    """A superuser's browser: its posts carry the CSRF token of the page they come from."""
+    ada = get_user_model().objects.create_superuser("ada", "ada@example.com", "pw-ada")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(ada)
+    return client
+
+
+def hidden_fields(page: str) -> dict[str, list[str]]:
+    """The hidden inputs of a page's POST form, its CSRF token among them."""
+    fields: dict[str, list[str]] = {}
+    for name, value in re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page):
+        fields.setdefault(name, []).append(value)
+    return fields
+
+
+def ticked(browser: Client, url: str, name: str, objects: list[Any]) -> Callable[[], Any]:
+    """Run the action `name` on `objects` as ticked on the page at `url` (and left open)."""
+    form = hidden_fields(browser.get(url).content.decode())
+    return lambda: browser.post(
+        url,
+        {
+            **form,
+            "action": name,
+            "index": "0",
+            "_selected_action": [str(o.pk) for o in objects],
+        },
+    )
+
+
+def notes(browser: Client, url: str) -> list[tuple[str, str]]:
+    return [(m.level_tag, str(m)) for m in browser.get(url).context["messages"]]
 
 
 # --- the jobs list and a job's page --------------------------------------------------------------
@@ -234,6 +280,77 @@ def test_dlq_lists_only_dead_letter_jobs_and_retry_selected_calls_the_state_mach
     assert {j.id for j in followed.context["cl"].result_list} == {second.id}
 
 
+def test_retry_selected_of_jobs_retried_meanwhile_elsewhere_warns_and_claims_no_retry(
+    browser: Client, worker: Worker
+) -> None:
+    """The list is filtered to the DLQ, so jobs that left it after they were ticked were
+    not in the action's queryset: "Retried 0 job(s)", in green, and no warning."""
+    stale, kept = to_dlq(worker), to_dlq(worker)
+    retry_stale = ticked(browser, DLQ, "retry_selected", [stale])
+    retry_both = ticked(browser, DLQ, "retry_selected", [stale, kept])
+    state.retry_many_from_dlq([stale.id])  # another operator, on another page
+
+    assert retry_stale().status_code == 302
+    assert notes(browser, DLQ) == [
+        (
+            "warning",
+            "The 1 selected job(s) had already left the DLQ (retried or purged "
+            "elsewhere): none was retried.",
+        ),
+    ]
+    assert retry_both().status_code == 302
+    assert notes(browser, DLQ) == [
+        ("success", "Retried 1 job(s): back to pending with fresh attempts, due now."),
+        (
+            "warning",
+            "1 of the 2 selected job(s) had already left the DLQ (retried or purged "
+            "elsewhere): not retried.",
+        ),
+    ]
+    assert not Job.objects.get(id=kept.id).in_dlq
+
+
+def test_purge_selected_of_jobs_retried_meanwhile_elsewhere_asks_nothing_of_them(
+    browser: Client, worker: Worker
+) -> None:
+    """Jobs that had left the DLQ since they were ticked were asked about as "Purge 0
+    jobs?", with a "Yes, purge 0 jobs" button."""
+    gone, stays, late = to_dlq(worker), to_dlq(worker), to_dlq(worker)
+    purge_gone = ticked(browser, DLQ, "purge_selected", [gone])
+    purge_all = ticked(browser, DLQ, "purge_selected", [gone, stays, late])
+    state.retry_many_from_dlq([gone.id])
+
+    refused = purge_gone()
+    assert (refused.status_code, refused["Location"]) == (302, DLQ)
+    assert notes(browser, DLQ) == [
+        (
+            "warning",
+            "The 1 selected job(s) had already left the DLQ (retried or purged "
+            "elsewhere): none was purged.",
+        ),
+    ]
+
+    confirm = purge_all()
+    assert confirm.status_code == 200
+    page = confirm.content.decode()
+    assert "Yes, purge 2 jobs" in page
+    assert "1 of the 3 selected jobs had already left the DLQ" in page
+    assert str(gone.id) not in page
+    state.retry_many_from_dlq([late.id])  # while the confirmation is open
+    done = browser.post(DLQ, hidden_fields(page))
+    assert done.status_code == 302
+    assert notes(browser, DLQ) == [
+        ("success", "Purged 1 job(s) with their attempts and logs."),
+        (
+            "warning",
+            "1 of the 2 selected job(s) had already left the DLQ (retried or purged "
+            "elsewhere): not purged.",
+        ),
+    ]
+    assert not Job.objects.filter(id=stays.id).exists()
+    assert Job.objects.filter(id__in=[gone.id, late.id], in_dlq=False).count() == 2
+
+
 def test_purge_selected_asks_first_then_purges_and_cancels_dependents(
     superuser_client: Client, worker: Worker
 ) -> None:
@@ -402,15 +519,52 @@ def test_api_tokens_never_show_their_hash(superuser_client: Client) -> None:
     assert superuser_client.get("/admin/jobs/apitoken/add/").status_code == 403
 
 
-def test_an_api_token_is_revoked_by_deleting_it(superuser_client: Client) -> None:
-    user = get_user_model().objects.get(username="root")
-    issue_token(user)
+TOKENS = "/admin/jobs/apitoken/"
+
+
+def test_an_api_token_is_revoked_by_deleting_it_back_to_the_list_and_audited(
+    browser: Client,
+) -> None:
+    """Deleting a token sent the operator to the admin's index (Django's answer to a user
+    who may not change the model) and left no audit entry."""
+    user = get_user_model().objects.create_user("bob", password="pw-bob")
+    secret = issue_token(user)
     token = user.api_tokens.get()
+    page = f"{TOKENS}{token.pk}/delete/"
 
-    revoke = superuser_client.post(f"/admin/jobs/apitoken/{token.pk}/delete/", {"post": "yes"})
+    revoke = browser.post(page, hidden_fields(browser.get(page).content.decode()))
 
-    assert revoke.status_code == 302
+    assert (revoke.status_code, revoke["Location"]) == (302, TOKENS)
     assert not user.api_tokens.exists()
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.username, entry.source, entry.target) == (
+        "token_revoke",
+        "ada",
+        "admin",
+        "api token of bob",
+    )
+    assert entry.before["prefix"] == token.prefix and entry.before["user"] == "bob"
+    written = str([entry.target, entry.summary, entry.before, entry.after])
+    assert secret not in written and token.key_hash not in written
+
+
+def test_api_tokens_revoked_together_are_each_audited(browser: Client) -> None:
+    user = get_user_model().objects.create_user("bob", password="pw-bob")
+    issue_token(user)
+    issue_token(user)
+    tokens = list(ApiToken.objects.all())
+    revoke = ticked(browser, TOKENS, "delete_selected", tokens)
+
+    confirm = revoke()
+    assert confirm.status_code == 200
+    done = browser.post(TOKENS, hidden_fields(confirm.content.decode()))
+
+    assert (done.status_code, done["Location"]) == (302, TOKENS)
+    assert not ApiToken.objects.exists()
+    revoked = AuditEntry.objects.filter(action="token_revoke")
+    assert sorted((e.target, e.before["prefix"]) for e in revoked) == sorted(
+        ("api token of bob", t.prefix) for t in tokens
+    )
 
 
 def test_schedules_show_their_next_run_and_are_paused_and_resumed_by_actions(
