@@ -56,6 +56,7 @@ from django.http.response import HttpResponseBase, StreamingHttpResponse
 from django.urls import reverse, set_script_prefix
 
 from . import urls as live_urls
+from .credentials import Credential
 from .hub import Client, get_hub
 from .views import EventStreamResponse, first_frames
 
@@ -87,21 +88,21 @@ class ASGIHandler(DjangoASGIHandler):
         elif scope["type"] == "http" and scope["path"] in self.stream_paths:
             async with self.stream_setups:
                 # Not kept in a variable: the finished task would keep its context alive.
-                streaming = await asyncio.create_task(
+                credential = await asyncio.create_task(
                     self._answer(scope, receive, send), context=self.stream_context.copy()
                 )
-            if streaming:
-                await _stream(receive, send)
+            if credential is not None:
+                await _stream(receive, send, credential)
         else:
             await super().__call__(scope, receive, send)
 
-    async def _answer(self, scope: dict[str, Any], receive: Any, send: Any) -> bool:
+    async def _answer(self, scope: dict[str, Any], receive: Any, send: Any) -> Credential | None:
         """Django's `handle` up to the response: a whole answer is sent as Django would; for
-        a stream only the headers (and True is returned: the events are to follow)."""
+        a stream only the headers, and what let it in is returned: the events are to follow."""
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
-            return False
+            return None
         set_script_prefix(get_script_prefix(scope))
         await signals.request_started.asend(sender=self.__class__, scope=scope)
         request, refused = self.create_request(scope, body_file)
@@ -111,8 +112,8 @@ class ASGIHandler(DjangoASGIHandler):
             if request is None
             else await self.run_get_response(request)
         )
-        streaming = isinstance(response, EventStreamResponse)
-        if streaming:
+        credential = response.credential if isinstance(response, EventStreamResponse) else None
+        if credential is not None:
             await send(
                 {
                     "type": "http.response.start",
@@ -140,7 +141,7 @@ class ASGIHandler(DjangoASGIHandler):
             # this task ends, rather than when the cyclic collector next gets to it, by
             # which time a burst of streams has had hundreds of finished requests alive.
             request.__dict__.clear()
-        return streaming
+        return credential
 
     async def handle_in_thread(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
@@ -195,8 +196,9 @@ class ASGIHandler(DjangoASGIHandler):
         return read()
 
 
-async def _stream(receive: Any, send: Any) -> None:
-    """Send the events until the client goes away or is dropped.
+async def _stream(receive: Any, send: Any, credential: Credential) -> None:
+    """Send the events until the client goes away, or is dropped, or `credential` no longer
+    holds (the hub checks it on each keep-alive beat).
 
     The stream's task sends the first frames, then only waits for `receive`: the request body
     was read, so its next message is `http.disconnect` (the client is gone, or the response
@@ -206,7 +208,7 @@ async def _stream(receive: Any, send: Any) -> None:
     stream = asyncio.current_task()
     hub = get_hub()
     writer = EventWriter(send, stream)
-    client = hub.join(writer.deliver)
+    client = hub.join(writer.deliver, credential)
     try:
         await send(
             {"type": "http.response.body", "body": await first_frames(hub), "more_body": True}

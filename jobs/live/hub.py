@@ -22,6 +22,11 @@ snapshot read earlier but published later made the counters step back.
 When Redis goes away the reader tells every client (`stream.status` `{"redis": "down"}`),
 retries with jittered exponential backoff, and on success says `{"redis": "up"}` followed
 by a fresh `stats.updated`, since whatever happened meanwhile was not seen.
+
+Each keep-alive beat also checks again what let each stream in (`jobs.live.credentials`),
+all streams in one go, and ends those whose token was revoked, whose user was deactivated or
+whose session ended: their events stop within `SSE_KEEPALIVE_SECONDS`, and EventSource's
+reconnect is refused.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from jobs.events import JOB_EVENT_TYPES, STATS_UPDATED, decode_events
 from jobs.reconnect import Backoff
 from jobs.stats import current_stats
 
+from .credentials import Credential, still_held
 from .db import read_and_release
 
 logger = logging.getLogger(__name__)
@@ -75,14 +81,18 @@ class Client:
     (`jobs.live.handler.EventWriter`).
     """
 
-    __slots__ = ("closed", "deliver", "dropped", "frames")
+    __slots__ = ("closed", "credential", "deliver", "dropped", "frames")
 
-    def __init__(self, deliver: Callable[[Client], None]) -> None:
+    def __init__(
+        self, deliver: Callable[[Client], None], credential: Credential | None = None
+    ) -> None:
         self.frames: list[bytes] = []
         # Set with the farewell frame of a dropped client: the stream ends after sending it.
         self.closed = False
         self.dropped = False
         self.deliver = deliver
+        # Checked on each keep-alive beat; None for a client that is not a request's.
+        self.credential = credential
 
     def take(self) -> bytes:
         """The frames queued so far, in one chunk (empty for a closed client with none)."""
@@ -120,13 +130,17 @@ class EventHub:
         self._release_timer: asyncio.TimerHandle | None = None
         self._stats_reader: asyncio.Task[None] | None = None
         self._stats_moved = False
+        self._credentials_check: asyncio.Task[None] | None = None
 
     # --- clients --------------------------------------------------------------------------
 
-    def join(self, deliver: Callable[[Client], None]) -> Client:
+    def join(
+        self, deliver: Callable[[Client], None], credential: Credential | None = None
+    ) -> Client:
         """A new client; `deliver` is called with it whenever frames are queued for it or it
-        is closed, and must not raise."""
-        client = Client(deliver)
+        is closed, and must not raise. One with a `credential` is closed, without the frames
+        still queued for it, once a keep-alive beat finds that the credential no longer holds."""
+        client = Client(deliver, credential)
         self._clients.add(client)
         if self._beat is None:
             self._beat = self.loop.call_later(self.keepalive_seconds, self._keepalive)
@@ -191,6 +205,31 @@ class EventHub:
         # keep-alive at least every keepalive_seconds, without a timer per stream.
         self._beat = self.loop.call_later(self.keepalive_seconds, self._keepalive)
         self.broadcast(KEEPALIVE)
+        self._check_credentials()
+
+    def _check_credentials(self) -> None:
+        if self._credentials_check is not None and not self._credentials_check.done():
+            return  # the last beat's check is still waiting for the database
+        checked = {c: c.credential for c in self._clients if c.credential is not None}
+        if checked:
+            self._credentials_check = self.loop.create_task(
+                self._close_revoked(checked), name="sse-hub-credentials"
+            )
+
+    async def _close_revoked(self, checked: dict[Client, Credential]) -> None:
+        try:
+            held = await read_and_release(still_held, set(checked.values()))
+        except DatabaseError as exc:
+            # No job changes while the database is away, so nothing is withheld by waiting:
+            # the next beat checks again.
+            logger.warning("SSE hub could not check the streams' credentials: %s", exc)
+            return
+        for client, credential in checked.items():
+            if credential not in held and client in self._clients:
+                client.closed = True
+                client.frames = []
+                client.deliver(client)
+                self.leave(client)
 
     def close_all(self) -> None:
         """End every stream after the frames queued for it: the server is stopping. A browser

@@ -17,6 +17,9 @@ Wire format (UTF-8, `text/event-stream`):
                                       stats.updated when a client connects while Redis is down
     event: stream.dropped             the client fell too far behind; the server closes the
     data: {"reason": "client_too_slow"}  stream, and a reconnect starts fresh
+
+The stream ends, with nothing more sent, at the first keep-alive after the token that opened
+it is revoked, its user deactivated, or its session ended (`jobs.live.credentials`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from jobs.api.throttling import TooManyFailedTokens
 from jobs.events import STATS_UPDATED
 from jobs.stats import current_stats
 
+from .credentials import Credential, SessionCredential, TokenCredential
 from .db import read_and_release
 from .hub import STREAM_STATUS, EventHub, frame, get_hub
 
@@ -43,14 +47,16 @@ SUBSCRIBE_WAIT_SECONDS = 2.0
 class EventStreamResponse(StreamingHttpResponse):
     """The stream's answer, as far as Django sees it: its headers. The project's handler
     (`jobs.live.handler`) sends them, then the events itself: `first_frames`, then what the
-    hub queues for the stream's client."""
+    hub queues for the stream's client, for as long as `credential` holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, credential: Credential) -> None:
         super().__init__(content_type="text/event-stream")
+        self.credential = credential
 
 
-def _refusal(request: HttpRequest) -> JsonResponse | None:
-    """None when a bearer token or the console session names the user, else the answer."""
+def _authenticate(request: HttpRequest) -> Credential | JsonResponse:
+    """The bearer token or console session that names the user, else the answer refusing
+    the request."""
     try:
         found = BearerTokenAuthentication().authenticate(request)  # type: ignore[arg-type]
     except AuthenticationFailed as exc:
@@ -59,8 +65,11 @@ def _refusal(request: HttpRequest) -> JsonResponse | None:
         response = _error(429, "rate_limited", exc.message)
         response["Retry-After"] = str(exc.seconds)
         return response
-    if found is not None or request.user.is_authenticated:
-        return None
+    if found is not None:
+        return TokenCredential(found[1].pk)
+    session_key = request.session.session_key
+    if request.user.is_authenticated and session_key is not None:
+        return SessionCredential(session_key, request.user.pk, request.user.get_session_auth_hash())
     return _unauthenticated("Authentication credentials were not provided.")
 
 
@@ -82,9 +91,12 @@ def _not_get(request: HttpRequest) -> JsonResponse | None:
 
 @csrf_exempt
 async def job_stream(request: HttpRequest) -> HttpResponseBase:
-    if refusal := _not_get(request) or await read_and_release(_refusal, request):
+    if refusal := _not_get(request):
         return refusal
-    response = EventStreamResponse()
+    found = await read_and_release(_authenticate, request)
+    if isinstance(found, JsonResponse):
+        return found
+    response = EventStreamResponse(found)
     response["Cache-Control"] = "no-cache"
     # Tell nginx-style proxies not to buffer the stream.
     response["X-Accel-Buffering"] = "no"
@@ -105,6 +117,8 @@ async def first_frames(hub: EventHub) -> bytes:
 @csrf_exempt
 async def stream_status(request: HttpRequest) -> HttpResponse:
     """This process's hub: connected clients, its reader, Redis as last seen."""
-    if refusal := _not_get(request) or await read_and_release(_refusal, request):
+    if refusal := _not_get(request):
         return refusal
+    if isinstance(found := await read_and_release(_authenticate, request), JsonResponse):
+        return found
     return JsonResponse(get_hub().counts())

@@ -208,6 +208,17 @@ def test_create_api_token_will_not_call_a_staff_user_a_viewer():
     assert not ApiToken.objects.exists()
 
 
+@pytest.mark.parametrize("role", [[], ["--role", "operator"], ["--role", "viewer"]])
+def test_create_api_token_refuses_an_inactive_user(role):
+    # It printed a token that every request refused (401), each use counting towards the
+    # address's failed-token limit.
+    ivan = get_user_model().objects.create(username="ivan", is_active=False)
+    with pytest.raises(CommandError, match="'ivan' is inactive"):
+        run_create_api_token("ivan", *role)
+    assert not ApiToken.objects.exists()
+    assert not ivan.groups.exists()
+
+
 @pytest.mark.parametrize(
     ("username", "message"),
     [

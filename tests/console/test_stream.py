@@ -36,7 +36,7 @@ from jobs import state
 from jobs.api.auth import issue_token
 from jobs.events import JOB_EVENT_TYPES, RedisEventBus, get_event_bus
 from jobs.live.hub import Client, EventHub
-from jobs.models import Job, Worker
+from jobs.models import ApiToken, Job, Worker
 from jobs.stats import current_stats
 from scheduler_project.devservices.processes import free_port
 from tests.attempts import fail_attempt
@@ -141,6 +141,19 @@ class SseClient:
             seen.append(self.next_event(remaining))
         return seen
 
+    def read_to_end(self, timeout: float = 10.0) -> None:
+        """Read until the server ends the stream."""
+        assert self.conn.sock is not None
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            self.conn.sock.settimeout(remaining)
+            try:
+                if not self.response.readline():
+                    return
+            except TimeoutError:
+                break
+        raise AssertionError("the server kept the stream open")
+
     def close(self) -> None:
         self.response.close()
         self.conn.close()
@@ -222,6 +235,83 @@ def test_a_console_session_may_read_the_v1_stream(start_server: Callable[..., Se
         assert stream.next_event()["event"] == "stats.updated"
     finally:
         stream.close()
+
+
+def revoke_tokens(user: Any) -> None:
+    ApiToken.objects.filter(user=user).delete()
+
+
+def deactivate(user: Any) -> None:
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+
+
+@pytest.mark.parametrize("revoke", [revoke_tokens, deactivate])
+def test_a_stream_ends_once_its_token_no_longer_holds(
+    start_server: Callable[..., Server], revoke: Callable[[Any], None]
+) -> None:
+    """The stream was authenticated only when it connected: after its token was revoked, or
+    its user deactivated, it kept receiving every job object. Each keep-alive beat checks
+    the credentials again; the other streams stay."""
+    users = get_user_model().objects
+    revoked_user, other_user = users.create_user("sse-revoked"), users.create_user("sse-other")
+    revoked_token, other_token = issue_token(revoked_user), issue_token(other_user)
+    server = start_server(SSE_KEEPALIVE_SECONDS="1")
+    revoked = SseClient(server.port, headers=bearer(revoked_token))
+    other = SseClient(server.port, headers=bearer(other_token))
+    try:
+        for stream in (revoked, other):
+            assert stream.next_event()["event"] == "stats.updated"
+        before = state.enqueue("noop", {"phase": "before"}, priority=2)
+        assert revoked.events_until(last_is("job.created"))[-1]["data"] == before
+
+        revoke(revoked_user)
+        revoked.read_to_end()
+        after = state.enqueue("noop", {"phase": "after"}, priority=2)
+        # The same beat found the other stream's token valid.
+        other.events_until(lambda seen: "job.created" in job_events_for(seen, after["id"]))
+        status, body = server.get_json("/api/jobs/stream/status", revoked_token)
+        assert (status, body["error"]["message"]) == (401, "Invalid or revoked token.")
+    finally:
+        revoked.close()
+        other.close()
+
+
+@pytest.mark.parametrize("ending", ["logout", "password change", "deactivation"])
+def test_a_console_stream_ends_once_its_session_no_longer_holds(
+    start_server: Callable[..., Server], ending: str
+) -> None:
+    """As for a token: after a logout (the session deleted), a password change (which ends
+    the user's sessions) or a deactivation, the session's stream ends at the next beat."""
+    user = get_user_model().objects.create_user(username="console-user", password="pw-console")
+    browser = DjangoClient()
+    browser.force_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
+    server = start_server(SSE_KEEPALIVE_SECONDS="1")
+    stream = SseClient(server.port, headers={"Cookie": cookie})
+    try:
+        assert stream.next_event()["event"] == "stats.updated"
+        # The beats that find the session valid leave the stream open.
+        keepalives = 0
+        while keepalives < 2:
+            keepalives += "keep-alive" in stream.read_block()["comments"]
+
+        if ending == "logout":
+            browser.logout()
+        elif ending == "password change":
+            user.set_password("pw-console-changed")
+            user.save(update_fields=["password"])
+        else:
+            deactivate(user)
+        stream.read_to_end()
+    finally:
+        stream.close()
+
+    again = SseClient(server.port, headers={"Cookie": cookie})
+    try:
+        assert again.response.status == 401
+    finally:
+        again.close()
 
 
 # --- what the stream says ---------------------------------------------------------------------

@@ -38,6 +38,11 @@ class Command(BaseCommand):
                 user = user_model(**{user_model.USERNAME_FIELD: self._valid(username)})
                 user.set_unusable_password()
                 user.save()
+            if not user.is_active:
+                raise CommandError(
+                    f"{username!r} is inactive, and an inactive user's tokens are refused: "
+                    "activate the user first (is_active, in the admin)."
+                )
             if role == Role.VIEWER and (user.is_staff or user.is_superuser):
                 raise CommandError(
                     f"{username!r} is staff, and staff users are operators whatever their "
