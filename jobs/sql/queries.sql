@@ -110,7 +110,7 @@ WITH outcome AS (
     RETURNING j AS job, o.attempt_id
 ), closed AS (
     SELECT scheduler_close_attempts(array_agg(attempt_id), array_agg((job).completed_at),
-                                    'succeeded', NULL, NULL, NULL)
+                                    'succeeded', NULL::text[], NULL::text[], NULL::text[])
     FROM done
 ), counted AS (
     UPDATE workers SET jobs_done = jobs_done + (SELECT count(*) FROM done)
@@ -284,7 +284,7 @@ WITH cancelled AS (
 ), closed AS (
     SELECT scheduler_close_attempts(array_agg(cancelled_attempt_id), array_agg(now()),
                                     'failed', array_agg('Cancelled'::text),
-                                    array_agg('Cancelled while running'::text), NULL)
+                                    array_agg('Cancelled while running'::text), NULL::text[])
     FROM cancelled
     WHERE cancelled_attempt_id IS NOT NULL
 )
@@ -398,7 +398,7 @@ WITH sight AS (
 ), closed AS (
     SELECT scheduler_close_attempts(array_agg(lost_attempt_id), array_agg(now()),
                                     'failed', array_agg('WorkerLost'::text),
-                                    array_agg(%(reason)s::text), NULL)
+                                    array_agg(%(reason)s::text), NULL::text[])
     FROM rescued
 )
 SELECT rescued.* FROM rescued CROSS JOIN closed;

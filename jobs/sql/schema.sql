@@ -134,9 +134,6 @@ END $$;
 -- PL/pgSQL (see the top of this file): as a SQL function it was planned at every
 -- completion, half of the 0.7 ms it took to close one attempt (`EXPLAIN ANALYZE` of
 -- `complete_jobs`, median of 100 each way).
--- Its earlier version took one error for the whole batch: CREATE OR REPLACE with other
--- argument types would leave it beside this one as an overload, so it is dropped first.
-DROP FUNCTION IF EXISTS scheduler_close_attempts(uuid[], timestamptz[], text, text, text, text);
 CREATE OR REPLACE FUNCTION scheduler_close_attempts(
     attempt_ids uuid[], finished_ats timestamptz[], closing_status text,
     error_types text[], error_messages text[], stack_traces text[]
@@ -160,6 +157,23 @@ BEGIN
     RETURN closed;
 END
 $$;
+
+-- The version before batched failures (migration 0044): one error for the whole batch. The
+-- previous release's statements call it, and its processes run against this schema during
+-- a rolling deploy (the release phase migrates first); kept for them, as a call of the one
+-- above, until the release after. Both match a call with bare NULLs or quoted literals;
+-- PostgreSQL then prefers this one (text is the string category), as those statements
+-- mean, and this release's calls name their arrays' type.
+CREATE OR REPLACE FUNCTION scheduler_close_attempts(
+    attempt_ids uuid[], finished_ats timestamptz[], closing_status text,
+    closing_error_type text, closing_error_message text, closing_stack_trace text
+) RETURNS integer
+LANGUAGE sql VOLATILE AS
+$$ SELECT scheduler_close_attempts(
+       attempt_ids, finished_ats, closing_status,
+       array_fill(closing_error_type, ARRAY[coalesce(cardinality(attempt_ids), 0)]),
+       array_fill(closing_error_message, ARRAY[coalesce(cardinality(attempt_ids), 0)]),
+       array_fill(closing_stack_trace, ARRAY[coalesce(cardinality(attempt_ids), 0)])) $$;
 
 -- Count the completion of `upstream_ids` against their dependents; the dependents whose last
 -- upstream job completed become runnable now, and are returned. `complete_jobs` calls it once,

@@ -324,6 +324,38 @@ def test_a_claim_handed_back_unstarted_leaves_the_job_as_it_was_before_it(events
     assert claimed(worker, job).attempt_number == 2
 
 
+def test_the_previous_releases_statements_still_close_attempts():
+    """During a rolling deploy the previous release's processes run against this schema
+    (the release phase migrates first): their statements close attempts with one error for
+    the whole batch, as text, and a success with bare NULLs."""
+    worker = new_worker()
+    failed, cancelled, succeeded = (
+        claimed(worker, state.enqueue("noop", {"n": n})) for n in range(3)
+    )
+    now = timezone.now()
+    calls = [
+        (failed, "'failed', %s::text, %s::text, %s::text", ["Boom", "boom", "trace"]),
+        (cancelled, "'failed', 'Cancelled', 'Cancelled while running', NULL", []),
+        (succeeded, "'succeeded', NULL, NULL, NULL", []),
+    ]
+    with connection.cursor() as cursor:
+        for claim, closing, params in calls:
+            cursor.execute(
+                "SELECT scheduler_close_attempts(%s::uuid[], %s::timestamptz[], " + closing + ")",
+                [[claim.attempt_id], [now], *params],
+            )
+            assert cursor.fetchone() == (1,)
+    closed = {
+        a.id: (a.status, a.error_type, a.error_message, a.stack_trace, a.finished_at)
+        for a in JobAttempt.objects.all()
+    }
+    assert closed == {
+        failed.attempt_id: ("failed", "Boom", "boom", "trace", now),
+        cancelled.attempt_id: ("failed", "Cancelled", "Cancelled while running", None, now),
+        succeeded.attempt_id: ("succeeded", None, None, None, now),
+    }
+
+
 def test_two_cancels_racing_one_succeeds_the_other_is_refused():
     job = state.enqueue("noop", {}, priority=2)
     start = threading.Barrier(2)
