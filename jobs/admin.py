@@ -433,34 +433,45 @@ class DeadLetterJobAdmin(JobAdmin):
             )
         self.message_user(request, text, messages.WARNING)
 
-    @admin.action(description="Retry selected", permissions=["retry"])
-    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+    def _act_on_selection(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Job],
+        act: Callable[[list[uuid.UUID]], int],
+        done: str,
+        verb: str,
+    ) -> None:
+        """`act` on the selected jobs still in the DLQ: how many it changed (`done`, of
+        `{n}`), and a warning naming those that had left it."""
         in_dlq = list(queryset.values_list("id", flat=True))
         ticked = self._ticked(request, len(in_dlq))
-        retried = state.retry_many_from_dlq(in_dlq)
-        if retried:
-            self.message_user(
-                request,
-                f"Retried {len(retried)} job(s): back to pending with fresh attempts, due now.",
-                messages.SUCCESS,
-            )
-        self._warn_of_jobs_that_left(request, ticked, len(retried), "retried")
+        changed = act(in_dlq)
+        if changed:
+            self.message_user(request, done.format(n=changed), messages.SUCCESS)
+        self._warn_of_jobs_that_left(request, ticked, changed, verb)
+
+    @admin.action(description="Retry selected", permissions=["retry"])
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._act_on_selection(
+            request,
+            queryset,
+            lambda job_ids: len(state.retry_many_from_dlq(job_ids)),
+            "Retried {n} job(s): back to pending with fresh attempts, due now.",
+            "retried",
+        )
 
     @admin.action(description="Purge selected", permissions=["purge"])
     def purge_selected(
         self, request: HttpRequest, queryset: QuerySet[Job]
     ) -> TemplateResponse | None:
         if request.POST.get("post") == "yes":
-            in_dlq = list(queryset.values_list("id", flat=True))
-            ticked = self._ticked(request, len(in_dlq))
-            purged = state.purge_many(in_dlq)
-            if purged:
-                self.message_user(
-                    request,
-                    f"Purged {purged} job(s) with their attempts and logs.",
-                    messages.SUCCESS,
-                )
-            self._warn_of_jobs_that_left(request, ticked, purged, "purged")
+            self._act_on_selection(
+                request,
+                queryset,
+                state.purge_many,
+                "Purged {n} job(s) with their attempts and logs.",
+                "purged",
+            )
             return None
         total = queryset.count()
         ticked = self._ticked(request, total)
