@@ -131,6 +131,9 @@ class Attempt:
     # When it was queued for a thread (an inline one never is), and when a thread took it
     # (None while it waits, set under the processor's lock): the timeout counts from there.
     queued: float = 0.0
+    # Its handler's expected time (its type's pace) while it waits, counted in the
+    # processor's `queued_seconds`; 0 once a thread took it or it left the queue.
+    expected: float = 0.0
     started: float | None = None
     deadline: float | None = None
     # Set under the processor's lock: the thread has returned / nobody wants its outcome.
@@ -212,6 +215,9 @@ class Processor:
         self.running: dict[uuid.UUID, Attempt] = {}
         self._inbox = inbox
         self._tasks: SimpleQueue[Attempt | None] = SimpleQueue()
+        # The handler time of the jobs waiting for a thread, at their types' paces (changed
+        # under the lock): what a claim's wait budget has left.
+        self.queued_seconds = 0.0
         # The attempts put in `_tasks`, in that order, to find those waiting past the bound
         # from the oldest; the ones a thread took or that were dropped are skipped there.
         self._queued: deque[Attempt] = deque()
@@ -256,10 +262,13 @@ class Processor:
 
     def admission(self, arriving: int = 0) -> Admission:
         """Decides, candidate by candidate (most urgent first), which jobs to claim now. A
-        claim has half the wait budget, as it has half the prefetch: with the one claimed
-        ahead, the jobs waiting still fit `concurrency x prefetch_wait` at their pace."""
+        claim has half the wait budget, as it has half the prefetch, less the handler time
+        already waiting: with the one claimed ahead, the jobs waiting still fit
+        `concurrency x prefetch_wait` at their pace. Without that subtraction each claim
+        ahead added its half again, and jobs of 45 ms queued up to half the prefetch, a
+        second's wait (handed back over and over, once the hand-back came)."""
         idle = max(0, self.concurrency - len(self.running) - arriving)
-        budget = self.concurrency * self.prefetch_wait / 2
+        budget = max(0.0, self.concurrency * self.prefetch_wait / 2 - self.queued_seconds)
         return Admission(idle, self.prefetch, budget, self.pace)
 
     def handles(self, job_type: str) -> bool:
@@ -310,6 +319,9 @@ class Processor:
             self._inbox.put(("outcome", self._run(attempt, inline=True)))
         else:
             attempt.queued = time.monotonic()
+            with self._lock:
+                attempt.expected = self.pace.get(job.type, 0.0)
+                self.queued_seconds += attempt.expected
             self._queued.append(attempt)
             self._tasks.put(attempt)
         return attempt
@@ -342,7 +354,9 @@ class Processor:
             self._queued.popleft()
             with self._lock:
                 taken = attempt.started is not None
-                attempt.abandoned = not taken
+                if not taken:
+                    attempt.abandoned = True
+                    self._stop_waiting(attempt)
             if not taken:
                 self._forget(attempt)
                 # The thread that takes it from the queue leaves: this one replaces it.
@@ -405,9 +419,15 @@ class Processor:
             if attempt.finished:
                 return False
             attempt.abandoned = True
+            self._stop_waiting(attempt)
         attempt.context.cancel_event.set()
         self._spawn()
         return True
+
+    def _stop_waiting(self, attempt: Attempt) -> None:
+        """Under the lock: `attempt` no longer waits for a thread (taken, or dropped)."""
+        self.queued_seconds -= attempt.expected
+        attempt.expected = 0.0
 
     def _spawn(self) -> None:
         with self._lock:
@@ -422,6 +442,7 @@ class Processor:
                 # our stead. Under the lock: a job handed back is never started too.
                 if attempt.abandoned:
                     break
+                self._stop_waiting(attempt)
                 attempt.started = self._last_taken = time.monotonic()
             attempt.deadline = attempt.started + attempt.timeout
             outcome = self._run(attempt)

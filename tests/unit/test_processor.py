@@ -253,3 +253,32 @@ def test_a_type_is_prefetched_by_its_pace_and_an_unknown_or_slow_one_only_for_an
     assert not later.admits("probe_stubborn")
     assert [later.admits("probe_threaded") for _ in range(4)] == [True, True, True, False]
     processor.stop()
+
+
+def admitted(processor: Processor, job_type: str) -> int:
+    """How many jobs of `job_type` a claim would take now (of ten candidates)."""
+    admission = processor.admission()
+    return sum(admission.admits(job_type) for _ in range(10))
+
+
+def test_a_claims_wait_budget_is_what_the_jobs_already_waiting_leave_of_it():
+    """The jobs waiting for a thread, at their pace, take from the budget of the next claim:
+    claims ahead one after the other never queue more than `concurrency x prefetch_wait`."""
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    # Times in 64ths of a second, which floats hold exactly.
+    processor = Processor(1, inbox, default_timeout=5, prefetch=20, prefetch_wait=10 / 64)
+    processor.pace["probe_threaded"] = 1 / 64
+    busy = processor.start(claimed("probe_gated"))
+    until(lambda: busy.started is not None)
+    # Half of 1 thread x 10/64 s: five jobs of 1/64 s fit a claim with nothing waiting.
+    assert admitted(processor, "probe_threaded") == 5
+    waiting = [processor.start(claimed("probe_threaded", tag=n)) for n in range(3)]
+    assert processor.queued_seconds == 3 / 64
+
+    assert admitted(processor, "probe_threaded") == 2
+    processor.lose(waiting[0].job.id)
+    assert admitted(processor, "probe_threaded") == 3
+    gate.set()
+    until(lambda: processor.queued_seconds == 0)
+    assert admitted(processor, "probe_threaded") == 5
+    processor.stop()
