@@ -28,6 +28,7 @@ Each turn of the loop:
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import logging
 import os
@@ -153,7 +154,11 @@ class Worker:
         # Told of each stop signal, with the stop it now asks for (1: graceful, 2 or more:
         # at once): runworker passes it on to its lanes.
         self.signal_listeners: list[Callable[[int], None]] = []
+        # Timers: (ready at, order of arming, entry). The order breaks ties, since a job may
+        # hold two timers for one time (a stale one is skipped when it fires), and entries
+        # cannot be compared.
         self._later: list[tuple[datetime, int, ScheduledJob]] = []
+        self._timers_armed = itertools.count()
         self._later_at: dict[uuid.UUID, datetime] = {}
         # The jobs whose outcomes were handed to the completer and not reported yet (a job
         # can have two: a lost attempt's beside its new one). Until reported they are still
@@ -515,7 +520,7 @@ class Worker:
             elif self._later_at.get(entry.job_id) != entry.ready_at:
                 new += 1
                 self._later_at[entry.job_id] = entry.ready_at
-                heapq.heappush(self._later, (entry.ready_at, entry.job_id.int, entry))
+                heapq.heappush(self._later, (entry.ready_at, next(self._timers_armed), entry))
         return new
 
     def _promote_timers(self) -> None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from jobs.state import ClaimedJob
+from worker.schedulers.base import ScheduledJob
 from worker.worker import Worker
 
 
@@ -52,3 +53,35 @@ def test_a_job_being_reported_is_not_offered_until_its_report_is_back(worker, sa
 
     assert not worker._reporting
     assert job_id in worker.scheduler
+
+
+def test_a_retry_offered_again_by_a_feed_is_timed_without_ending_the_loop(worker):
+    """A retry's offer is built from the job object (times to the millisecond), a feed's
+    from the row (to the microsecond). After a late notification of the job in between, two
+    timers of one job for one time could not be ordered, and the loop ended with a TypeError
+    (a probe's worker did, beside a cron job)."""
+    job_id = uuid.uuid4()
+    created = datetime.now(UTC).replace(microsecond=123456) - timedelta(seconds=1)
+    retry_at = created + timedelta(seconds=31)
+    retry = {"id": str(job_id), "type": "noop", "priority": 2, "run_at": retry_at}
+    worker._reporting.update([job_id])
+    worker.inbox.put(
+        (
+            "reported",
+            (
+                [job_id],
+                [
+                    ScheduledJob.from_row(
+                        {**retry, "created_at": created.isoformat(timespec="milliseconds")}
+                    )
+                ],
+            ),
+        )
+    )
+    late = {**retry, "run_at": created.isoformat(), "created_at": created.isoformat()}
+    worker.inbox.put(("notify", json.dumps(late)))
+    worker._receive(0)
+
+    worker._offer([ScheduledJob.from_row({**retry, "created_at": created})])
+
+    assert worker._later_at == {job_id: retry_at}
