@@ -265,7 +265,8 @@ $$ SELECT date_bin(interval '15 minutes', t, timestamptz '2000-01-01 00:00:00+00
 -- count under several names: a failure that entered the DLQ is `failed` and
 -- `dead_lettered`) and the wait from due (`run_at`) to the claim. `failed` is an attempt
 -- that ended without success (its handler failed, its worker was lost), `retried` those of
--- them that will run again.
+-- them that will run again; a claim handed back unstarted is neither (its `attempt_count`
+-- goes down), though its next claim is a second `wait_seconds` sample of the job.
 -- What a firing costs is mostly setting up its statements' plans, whatever the rows: so
 -- the counters and the metrics are one statement, the DLQ's groups are written only when a
 -- dead letter is among the rows (rarely), and the metrics' names come from one array
@@ -328,11 +329,16 @@ $$ BEGIN
                    bool_or(s.in_dlq) FILTER (WHERE NOT s.after) AS was_in_dlq,
                    bool_or(s.in_dlq) FILTER (WHERE s.after) AS in_dlq,
                    min(s.run_at) FILTER (WHERE NOT s.after) AS was_due,
-                   min(s.started_at) FILTER (WHERE s.after) AS started_at
-            FROM (SELECT false AS after, id, type, queue, status, in_dlq, run_at, started_at
+                   min(s.started_at) FILTER (WHERE s.after) AS started_at,
+                   -- Lower after than before only for a claim handed back unstarted.
+                   min(s.attempt_count) FILTER (WHERE NOT s.after) AS was_attempts,
+                   min(s.attempt_count) FILTER (WHERE s.after) AS attempts
+            FROM (SELECT false AS after, id, type, queue, status, in_dlq, run_at, started_at,
+                         attempt_count
                   FROM old_rows
                   UNION ALL
-                  SELECT true, id, type, queue, status, in_dlq, run_at, started_at
+                  SELECT true, id, type, queue, status, in_dlq, run_at, started_at,
+                         attempt_count
                   FROM new_rows) AS s
             GROUP BY s.id
         ), counted AS (
@@ -348,9 +354,10 @@ $$ BEGIN
                    unnest(ARRAY[
                        CASE WHEN c.status = 'completed' AND c.was <> 'completed' THEN 'completed' END,
                        CASE WHEN c.was = 'processing' AND c.status IN ('failed', 'pending')
-                            THEN 'failed' END,
+                                 AND c.attempts >= c.was_attempts THEN 'failed' END,
                        CASE WHEN c.was = 'processing' AND c.status IN ('failed', 'pending')
-                                 AND NOT c.in_dlq THEN 'retried' END,
+                                 AND c.attempts >= c.was_attempts AND NOT c.in_dlq
+                            THEN 'retried' END,
                        CASE WHEN c.in_dlq AND NOT c.was_in_dlq THEN 'dead_lettered' END,
                        CASE WHEN c.was_in_dlq AND NOT c.in_dlq THEN 'dlq_retried' END,
                        CASE WHEN c.status = 'cancelled' AND c.was <> 'cancelled' THEN 'cancelled' END,

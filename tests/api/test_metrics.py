@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from jobs import retention, state
-from jobs.models import Worker
+from jobs.models import JobAttempt, Worker
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -140,3 +140,20 @@ def test_a_running_attempt_an_operator_cancelled_is_no_failure(
         for outcome in ("succeeded", "failed", "cancelled")
     }
     assert ran == {"succeeded": None, "failed": None, "cancelled": 1}
+
+
+def test_a_claim_handed_back_unstarted_is_no_failure_and_no_retry(
+    viewer_client: APIClient, job_in_state: Callable[..., dict[str, Any]]
+) -> None:
+    # A hand-back moves a job from processing back to pending, as a rescue does: it counted
+    # as a failed and a retried attempt, though no handler ran (a probe's 1,500 successes
+    # showed 224 failures).
+    running = job_in_state("processing")
+    (attempt_id,) = JobAttempt.objects.filter(job_id=running["id"]).values_list("id", flat=True)
+    state.hand_back([(uuid.UUID(running["id"]), attempt_id)])
+
+    samples = scrape(viewer_client)
+    by_type = labels(queue="default", type="noop")
+    assert ("scheduler_jobs_failed_total", by_type) not in samples
+    assert ("scheduler_jobs_retried_total", by_type) not in samples
+    assert samples[("scheduler_jobs", labels(state="pending", queue="default"))] == 1
