@@ -397,6 +397,8 @@ class Worker:
                 self.processor.hand_back_after,
             )
             self._hand_over(handed_back)
+            # Not run here: `--max-jobs` counts them no more.
+            self.claimed_total -= len(handed_back)
         if now >= self._next_log_flush:
             self._flush_running_logs()
             self._next_log_flush = now + _LOG_FLUSH_SECONDS

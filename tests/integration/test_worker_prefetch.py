@@ -73,7 +73,8 @@ def test_jobs_claimed_ahead_at_a_pace_gone_wrong_are_handed_back_for_an_idle_wor
     """Jobs of a type that ran fast here turn slow: the worker claimed three to wait behind
     its one thread, at the fast pace. Past the bound (1 s) it hands them back, unstarted and
     with no attempt spent, and a worker with a free thread runs them."""
-    start_worker("--concurrency", "1")  # the default prefetch
+    # The default prefetch; a quota of the three warm-up jobs and the four slow ones.
+    busy = start_worker("--concurrency", "1", "--max-jobs", "7")
     warm_up = [state.enqueue("sleep", {"seconds": 0}) for _ in range(3)]
     wait_for(lambda: all(job_status(job["id"]) == "completed" for job in warm_up), timeout=60)
     # Due together, so that one claim meets them all.
@@ -95,4 +96,7 @@ def test_jobs_claimed_ahead_at_a_pace_gone_wrong_are_handed_back_for_an_idle_wor
     attempts = JobAttempt.objects.filter(job_id__in=slow)
     assert sorted(attempts.values_list("status", flat=True)) == ["succeeded"] * 4
     assert set(Job.objects.filter(id__in=slow).values_list("attempt_count", flat=True)) == {1}
-    assert idle.row().id in set(attempts.values_list("worker_id", flat=True))
+    ran_on = list(attempts.values_list("worker_id", flat=True))
+    assert idle.row().id in ran_on
+    # The jobs it handed back are not among the seven its quota counts: it runs on.
+    assert busy.popen.poll() is None
