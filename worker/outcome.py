@@ -75,6 +75,8 @@ def _message(error: BaseException) -> str:
     the thread describing it."""
     try:
         text = str(error)
-    except Exception as unreadable:
+    # BaseException too: a KeyboardInterrupt or SystemExit raised there ended the
+    # completer's thread, and so the worker, each time the job failed.
+    except BaseException as unreadable:
         return f"(its message could not be read: str() raised {type(unreadable).__qualname__})"
     return text or type(error).__name__

@@ -153,6 +153,13 @@ class Unreadable(Exception):
         raise AttributeError("'Unreadable' object has no attribute 'detail'")
 
 
+class Interrupting(Exception):
+    """An exception whose `__str__` raises what stops a program (a KeyboardInterrupt)."""
+
+    def __str__(self) -> str:
+        raise KeyboardInterrupt
+
+
 class NotText(Exception):
     def __str__(self) -> Any:
         return 42
@@ -162,8 +169,9 @@ def unstorable(job: JobContext) -> Any:
     """Return, raise or log what cannot be stored as it is (`kind`: a key of
     UNSTORABLE_RESULTS; `error_nul`, `error_surrogate`, `error_long_type`; `log_nul`,
     `log_surrogate`, `log_long_level`, `log_bad_format` (arguments its format refuses);
-    `hidden`, a result only the database refuses; `error_unreadable`, `error_not_text`: an
-    exception whose `str()` raises, or returns what is not a string)."""
+    `hidden`, a result only the database refuses; `error_unreadable`, `error_interrupting`,
+    `error_not_text`: an exception whose `str()` raises an error or a KeyboardInterrupt, or
+    returns what is not a string)."""
     kind = job.payload["kind"]
     if kind == "error_long_type":
         raise type("Refused" * 40, (RuntimeError,), {})("a long class name")
@@ -171,6 +179,8 @@ def unstorable(job: JobContext) -> Any:
         raise Unreadable()
     if kind == "error_not_text":
         raise NotText()
+    if kind == "error_interrupting":
+        raise Interrupting()
     if kind.startswith("error_"):
         raise RuntimeError("before \x00 after" if kind == "error_nul" else "before \ud800 after")
     if kind == "log_long_level":

@@ -92,6 +92,7 @@ def test_what_job_code_returns_raises_or_logs_stays_with_its_own_job(
         "error_surrogate",
         "error_long_type",
         "error_unreadable",
+        "error_interrupting",
         "error_not_text",
         max_retries=1,
     )
@@ -130,6 +131,8 @@ def test_what_job_code_returns_raises_or_logs_stays_with_its_own_job(
     # An exception whose message cannot be read fails its attempt all the same, saying so.
     for kind, name, raised in (
         ("unreadable", "Unreadable", "AttributeError"),
+        # It ended the completer's thread, and so the worker, every time it ran.
+        ("interrupting", "Interrupting", "KeyboardInterrupt"),
         ("not_text", "NotText", "TypeError"),
     ):
         failed = attempt(errors[f"error_{kind}"])
