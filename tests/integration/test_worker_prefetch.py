@@ -73,8 +73,12 @@ def test_jobs_claimed_ahead_at_a_pace_gone_wrong_are_handed_back_for_an_idle_wor
     """Jobs of a type that ran fast here turn slow: the worker claimed three to wait behind
     its one thread, at the fast pace. Past the bound (1 s) it hands them back, unstarted and
     with no attempt spent, and a worker with a free thread runs them."""
-    # The default prefetch; a quota of the three warm-up jobs and the four slow ones.
-    busy = start_worker("--concurrency", "1", "--max-jobs", "7")
+    # The default prefetch; a quota of the three warm-up jobs and the four slow ones. A wait
+    # budget of 0.25 thread-seconds a claim, so that the three fit it at their warm-up pace
+    # even if a busy machine stretches those runs to tens of milliseconds.
+    busy = start_worker(
+        "--concurrency", "1", "--max-jobs", "7", env={"SCHEDULER_PREFETCH_WAIT": "0.5"}
+    )
     warm_up = [state.enqueue("sleep", {"seconds": 0}) for _ in range(3)]
     wait_for(lambda: all(job_status(job["id"]) == "completed" for job in warm_up), timeout=60)
     # Due together, so that one claim meets them all.
