@@ -14,8 +14,9 @@ import logging
 import math
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
@@ -126,6 +127,9 @@ def _envelope_of(exc: Exception) -> tuple[int, str, str, Any] | None:
         return 503, "unavailable", UNAVAILABLE_MESSAGE, {}
     if isinstance(exc, JobValidationError):
         return 400, "validation_error", _validation_message(exc.details), exc.details
+    if isinstance(exc, TooManyFieldsSent):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return 400, "validation_error", f"Too many query or form fields: at most {limit}.", {}
     if isinstance(exc, JobNotFound | UnknownQueue | UnknownLimit):
         return 404, "not_found", str(exc), {}
     if isinstance(exc, InvalidStateError):

@@ -19,7 +19,7 @@ from prometheus_client.exposition import choose_encoder
 from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import SAFE_METHODS, AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -97,6 +97,15 @@ class ApiView(APIView):
         if declared.isdigit() and int(declared) > settings.API_MAX_BODY_BYTES:
             raise PayloadTooLarge(settings.API_MAX_BODY_BYTES)
         super().initial(request, *args, **kwargs)
+        # No write takes a query parameter: one sent is a client's mistake, refused before
+        # anything changes (`DELETE /jobs/empty-dlq?type=...` emptied the whole DLQ). A
+        # method the route does not have stays a 405.
+        method = str(request.method)
+        writes = method not in SAFE_METHODS and hasattr(self, method.lower())
+        if writes and request.query_params:
+            raise state.JobValidationError(
+                {name: ["Unknown query parameter."] for name in request.query_params}
+            )
 
 
 class JobListView(ApiView):
