@@ -10,7 +10,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSe
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
-from jobs import limits
+from jobs import limits, queue_names
 from jobs.filters import InstantFilter, JobFilter
 from jobs.models import RecurInterval
 from jobs.recurrence import zone_names
@@ -238,6 +238,11 @@ _COMMON_FIELDS: dict[str, dict[str, Any]] = {
     },
     "cron": {"type": "null", "description": "Set it to make a schedule (the other branch)."},
     "timezone": {"type": "null", "description": "Only with `cron`."},
+    "queue": {
+        **_nullable({"type": "string", "pattern": queue_names.QUEUE_NAME_PATTERN}),
+        "description": "The queue the job waits in; absent or null means the one its type "
+        f"names, else `{queue_names.DEFAULT_QUEUE}`.",
+    },
     "max_retries": {
         **_nullable({"type": "integer", "minimum": 1, "maximum": 10}),
         "description": f"Attempts before the dead-letter queue; null or absent: "
