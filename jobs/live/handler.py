@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Coroutine, Iterator
+import os
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import IO, Any, cast
@@ -49,7 +50,7 @@ from django.core import signals
 from django.core.cache import caches
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
-from django.core.handlers.asgi import get_script_prefix
+from django.core.handlers.asgi import ASGIRequest, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.http import FileResponse
 from django.http.response import HttpResponseBase, StreamingHttpResponse
@@ -163,6 +164,22 @@ class ASGIHandler(DjangoASGIHandler):
                 await loop.run_in_executor(self.executor, response.close)
         finally:
             body_file.close()
+
+    def create_request(
+        self, scope: Mapping[str, Any], body_file: IO[bytes]
+    ) -> tuple[ASGIRequest, None] | tuple[None, HttpResponseBase]:
+        """Django's request, with the length of a body that came in chunks: sent without
+        `Content-Length` (`Transfer-Encoding: chunked`), it was taken for no body at all by
+        Django's and DRF's readers (a job POSTed so was refused, "This field is required."
+        for each field), and escaped the API's size limit. The whole body is read by now."""
+        created = super().create_request(scope, body_file)
+        request = created[0]
+        if request is not None and "CONTENT_LENGTH" not in request.META:
+            size = body_file.seek(0, os.SEEK_END)
+            body_file.seek(0)
+            if size:
+                request.META["CONTENT_LENGTH"] = str(size)
+        return created
 
     def respond(self, scope: dict[str, Any], body_file: IO[bytes]) -> HttpResponseBase:
         """One request, start to end, in the calling thread (what Django's WSGI handler does)."""
