@@ -40,7 +40,7 @@ from jobs import state
 from jobs.reconnect import DATABASE_ERRORS, Backoff
 
 from .maintenance import runnable_jobs
-from .outcome import describe
+from .outcome import wait_after
 from .processor import Outcome
 from .schedulers import ScheduledJob
 from .threads import loop_thread
@@ -224,21 +224,21 @@ class Completer:
         failures = []
         for outcome in outcomes:
             job = outcome.attempt.job
-            assert outcome.error is not None  # noqa: S101 - only failures get here
-            error = describe(
-                outcome.error,
-                attempt_number=job.attempt_number,
-                rng=self._rng,
-                base_seconds=settings.SCHEDULER_BACKOFF_BASE_SECONDS,
-            )
+            error, record = outcome.error, outcome.error_record
+            assert error is not None and record is not None  # noqa: S101 - failures only
             failures.append(
                 state.Failure(
                     job.id,
                     job.attempt_id,
-                    error_type=error.error_type,
-                    error_message=error.error_message,
-                    stack_trace=error.stack_trace,
-                    retry_delay=error.retry_delay,
+                    error_type=record.error_type,
+                    error_message=record.error_message,
+                    stack_trace=record.stack_trace,
+                    retry_delay=wait_after(
+                        error,
+                        attempt_number=job.attempt_number,
+                        rng=self._rng,
+                        base_seconds=settings.SCHEDULER_BACKOFF_BASE_SECONDS,
+                    ),
                     finished_at=outcome.finished_at,
                 )
             )

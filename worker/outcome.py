@@ -1,4 +1,5 @@
-"""What an attempt's error becomes: the one place that turns an exception into a failure.
+"""What an attempt's error becomes: the one place that turns an exception into a failure
+(`record_of`, what is written of it; `wait_after`, when it is tried again).
 
 Pure: the caller passes the random source, so tests pin every branch. Whether the job is
 retried or enters the dead-letter queue is decided by `jobs.state.fail` in the same guarded
@@ -36,37 +37,38 @@ class TransactionLeftOpen(Exception):
 
 
 @dataclass(frozen=True)
-class Failure:
+class ErrorRecord:
+    """What is written of an error: its type, message and stack trace, as stored."""
+
     error_type: str
     error_message: str
     stack_trace: str | None
-    retry_delay: timedelta
 
 
-def describe(
-    error: BaseException,
-    *,
-    attempt_number: int,
-    rng: random.Random,
-    base_seconds: float = 5.0,
-) -> Failure:
-    """The failure to record for `error`, raised by attempt `attempt_number` of a job: its
-    next attempt waits the backoff, or what the handler asked for (`RetryAfter`)."""
+def record_of(error: BaseException) -> ErrorRecord:
+    """What to write of `error`. Its message and traceback are read with `str()`, which is job
+    code: call it where the error was caught (the handler's thread), so that a slow or failing
+    `__str__` costs that job's thread, never the worker's report of everyone's outcomes."""
     message = limits.storable_text(_message(error))
     trace = None
     if error.__traceback__ is not None:
         written = limits.storable_text("".join(traceback.format_exception(error)))
         trace = written[-STACK_TRACE_LIMIT:]
-    return Failure(
+    return ErrorRecord(
         error_type=limits.storable_text(type(error).__qualname__)[:ERROR_TYPE_WIDTH],
         error_message=message[:ERROR_MESSAGE_LIMIT],
         stack_trace=trace,
-        retry_delay=(
-            error.delay
-            if isinstance(error, RetryAfter)
-            else retry_delay(attempt_number, rng, base_seconds=base_seconds)
-        ),
     )
+
+
+def wait_after(
+    error: BaseException, *, attempt_number: int, rng: random.Random, base_seconds: float = 5.0
+) -> timedelta:
+    """How long the next attempt waits after `error` failed attempt `attempt_number`: the
+    backoff, or what the handler asked for (`RetryAfter`)."""
+    if isinstance(error, RetryAfter):
+        return error.delay
+    return retry_delay(attempt_number, rng, base_seconds=base_seconds)
 
 
 def _message(error: BaseException) -> str:

@@ -46,7 +46,7 @@ from jobs.models import JobLog
 from jobs.registry import HandlerSpec, JobContext, UnknownJobType, registry
 from jobs.state import ClaimedJob
 
-from .outcome import HandlerTimeout, TransactionLeftOpen
+from .outcome import ErrorRecord, HandlerTimeout, TransactionLeftOpen, record_of
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +152,13 @@ class Outcome:
     # Never started: it waited for a thread past the bound (`Processor.overdue`), and its
     # claim is to be undone, not reported as a success or a failure.
     handed_back: bool = False
+    # What is written of `error`, read where the outcome is made: on the handler's thread
+    # for what a handler raised (`record_of` runs job code).
+    error_record: ErrorRecord | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.error is not None:
+            object.__setattr__(self, "error_record", record_of(self.error))
 
 
 # How much the latest run moves a type's pace: a few runs of a changed type tell.

@@ -9,7 +9,7 @@ import pytest
 
 from jobs.registry import RetryAfter
 from worker.backoff import JITTER, retry_delay
-from worker.outcome import HandlerTimeout, describe
+from worker.outcome import HandlerTimeout, record_of, wait_after
 
 
 def delay_bounds(attempt: int) -> tuple[float, float]:
@@ -83,14 +83,14 @@ def raise_and_catch(error: Exception) -> Exception:
 
 @pytest.mark.parametrize("attempt", [1, 2, 3])
 def test_a_failure_waits_the_backoff_of_its_attempt(attempt):
-    failure = describe(
+    wait = wait_after(
         raise_and_catch(ValueError("boom")), attempt_number=attempt, rng=FixedRandom(0.5)
     )
-    assert failure.retry_delay == timedelta(seconds=5 ** (attempt - 1))
+    assert wait == timedelta(seconds=5 ** (attempt - 1))
 
 
 def test_failure_records_type_message_and_trace():
-    failure = describe(raise_and_catch(KeyError("missing")), attempt_number=1, rng=FixedRandom(0))
+    failure = record_of(raise_and_catch(KeyError("missing")))
     assert failure.error_type == "KeyError"
     assert failure.error_message == "'missing'"
     assert failure.stack_trace is not None
@@ -98,7 +98,7 @@ def test_failure_records_type_message_and_trace():
 
 
 def test_a_timeout_without_traceback_and_an_empty_message_are_still_described():
-    failure = describe(HandlerTimeout(""), attempt_number=1, rng=FixedRandom(0))
+    failure = record_of(HandlerTimeout(""))
     assert (failure.error_type, failure.error_message, failure.stack_trace) == (
         "HandlerTimeout",
         "HandlerTimeout",
@@ -107,19 +107,14 @@ def test_a_timeout_without_traceback_and_an_empty_message_are_still_described():
 
 
 def test_huge_messages_are_cut():
-    failure = describe(
-        raise_and_catch(RuntimeError("x" * 10_000)),
-        attempt_number=1,
-        rng=FixedRandom(0),
-    )
+    failure = record_of(raise_and_catch(RuntimeError("x" * 10_000)))
     assert len(failure.error_message) == 4000
 
 
 def test_a_handler_asking_to_be_retried_later_waits_exactly_that():
-    failure = describe(
-        raise_and_catch(RetryAfter(90, "the API is busy")), attempt_number=2, rng=FixedRandom(0)
-    )
-    assert failure.retry_delay == timedelta(seconds=90)
+    error = raise_and_catch(RetryAfter(90, "the API is busy"))
+    assert wait_after(error, attempt_number=2, rng=FixedRandom(0)) == timedelta(seconds=90)
+    failure = record_of(error)
     assert (failure.error_type, failure.error_message) == ("RetryAfter", "the API is busy")
     assert str(RetryAfter(1.5)) == "retry after 1.5 s"
 

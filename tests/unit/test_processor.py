@@ -282,3 +282,36 @@ def test_a_claims_wait_budget_is_what_the_jobs_already_waiting_leave_of_it():
     until(lambda: processor.queued_seconds == 0)
     assert admitted(processor, "probe_threaded") == 5
     processor.stop()
+
+
+read_on: list[int] = []
+
+
+class Reported(Exception):
+    """Notes the thread its message is read on."""
+
+    def __str__(self) -> str:
+        read_on.append(threading.get_ident())
+        return "reported"
+
+
+def raises_reported(job: Any) -> None:
+    ran_on.append(threading.get_ident())
+    raise Reported()
+
+
+def test_what_a_handler_raised_is_read_on_the_handlers_thread():
+    # Its str() is job code: read by the completer, a slow one held every outcome of the
+    # worker behind it (a probe's 4 s __str__ kept twenty quick jobs 8 s in processing).
+    registry.register("probe_reported")(raises_reported)
+    try:
+        inbox: SimpleQueue[Any] = SimpleQueue()
+        processor = Processor(1, inbox, default_timeout=5)
+        processor.start(claimed("probe_reported"))
+        outcome = next_outcome(inbox)
+        assert outcome.error_record is not None
+        assert outcome.error_record.error_message == "reported"
+        assert read_on and set(read_on) == set(ran_on) != {threading.get_ident()}
+        processor.stop()
+    finally:
+        registry.unregister("probe_reported")
