@@ -103,9 +103,26 @@ class ReadOnlyAdminMixin(BaseModelAdmin):
         return self.can_delete_rows and super().has_delete_permission(request, obj)
 
 
-class PriorityFilter(admin.SimpleListFilter):
-    """Priorities 1..3: Django's filter for a field without choices is a DISTINCT over the
-    whole jobs table (~260 ms at a million rows) on every page of the list."""
+class _FixedChoiceFilter(admin.SimpleListFilter):
+    """A filter of fixed choices (`lookups`), each a condition on the rows (`condition`):
+    Django's filter for a field without choices is a DISTINCT over the whole table on every
+    page of the list."""
+
+    def condition(self, value: str) -> Q:
+        raise NotImplementedError
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        if value not in {str(choice) for choice, _ in self.lookup_choices}:
+            # The admin's answer to a filter value that cannot be: the list with "?e=1".
+            raise IncorrectLookupParameters(f"No {self.parameter_name} {value!r}.")
+        return queryset.filter(self.condition(value))
+
+
+class PriorityFilter(_FixedChoiceFilter):
+    """Priorities 1..3 (a DISTINCT over the jobs: ~260 ms at a million rows)."""
 
     title = "priority"
     parameter_name = "priority__exact"
@@ -113,14 +130,8 @@ class PriorityFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [(str(value), label) for value, label in PRIORITY_CHOICES]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        if not value:
-            return queryset
-        if value not in {str(priority) for priority, _ in PRIORITY_CHOICES}:
-            # The admin's answer to a filter value that cannot be: the list with "?e=1".
-            raise IncorrectLookupParameters(f"No priority {value!r}.")
-        return queryset.filter(priority=int(value))
+    def condition(self, value: str) -> Q:
+        return Q(priority=int(value))
 
 
 class JobTypeFilter(admin.SimpleListFilter):
@@ -763,9 +774,8 @@ class ApiTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return HttpResponseRedirect(add_preserved_filters(preserved, tokens))
 
 
-class AuditActionFilter(admin.SimpleListFilter):
-    """The actions an entry may record (`audit.ACTIONS`): Django's filter for a field
-    without choices is a DISTINCT over the whole log on every page."""
+class AuditActionFilter(_FixedChoiceFilter):
+    """The actions an entry may record (`audit.ACTIONS`)."""
 
     title = "action"
     parameter_name = "action__exact"
@@ -773,16 +783,11 @@ class AuditActionFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [(action, action) for action in audit.ACTIONS]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        if not value:
-            return queryset
-        if value not in audit.ACTIONS:
-            raise IncorrectLookupParameters(f"No action {value!r}.")
-        return queryset.filter(action=value)
+    def condition(self, value: str) -> Q:
+        return Q(action=value)
 
 
-class AuditPeriodFilter(admin.SimpleListFilter):
+class AuditPeriodFilter(_FixedChoiceFilter):
     """Recent entries, a range of `audit_log_at_idx`: a date hierarchy listed the days that
     have entries with a DISTINCT over the whole log (130-190 ms at 500,000 entries)."""
 
@@ -798,13 +803,8 @@ class AuditPeriodFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [(name, label) for name, (label, _) in self.PERIODS.items()]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        if not value:
-            return queryset
-        if value not in self.PERIODS:
-            raise IncorrectLookupParameters(f"No period {value!r}.")
-        return queryset.filter(at__gte=timezone.now() - self.PERIODS[value][1])
+    def condition(self, value: str) -> Q:
+        return Q(at__gte=timezone.now() - self.PERIODS[value][1])
 
 
 @admin.register(AuditEntry)
