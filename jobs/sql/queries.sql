@@ -245,8 +245,11 @@ SELECT failed.attempt_id, failed.job FROM failed CROSS JOIN closed;
 -- its place in the claim order, its attempt deleted (it never ran, so it spends none of the
 -- job's retries and has no log line) and the start time of its previous attempt, if any.
 -- Fenced by the attempt id like every outcome. What wakes the workers, and the job object
--- as text, which its event reuses. A start the claim counted under a rate limit stays
--- counted for its period (never over, sometimes under, as `scheduler_limit_room` says).
+-- as text, which its event reuses. A start the claim counted under a rate limit is given
+-- back: the job never started, and its count would keep idle workers next door waiting out
+-- the period. The claim's row of each limit is that limit's latest at or before the
+-- attempt's start (the claim held the limit's lock until it committed, and a claim under
+-- several limits starts its jobs at the latest of their clocks).
 WITH returned AS (
     UPDATE jobs AS j
     SET status = 'pending',
@@ -258,10 +261,23 @@ WITH returned AS (
         current_attempt_id = NULL
     FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[]) AS h(job_id, attempt_id)
     WHERE j.id = h.job_id AND j.current_attempt_id = h.attempt_id
-    RETURNING j.id, j.type, j.priority, j.run_at, j.created_at, h.attempt_id,
+    RETURNING j.id, j.type, j.queue, j.priority, j.run_at, j.created_at, h.attempt_id,
               scheduler_job_object(j)::text AS job
 ), removed AS (
     DELETE FROM job_attempts WHERE id IN (SELECT attempt_id FROM returned)
+    RETURNING job_id, started_at
+), unstarted AS (
+    SELECT l.limit_id, r.started_at, count(*) AS n
+    FROM removed r JOIN returned j ON j.id = r.job_id
+    CROSS JOIN LATERAL scheduler_limits_of(j.type, j.queue) AS l
+    WHERE l.counts_starts
+    GROUP BY l.limit_id, r.started_at
+), given_back AS (
+    UPDATE job_limit_starts s SET n = s.n - u.n
+    FROM unstarted u
+    WHERE s.limit_id = u.limit_id AND s.n >= u.n
+      AND s.started_at = (SELECT max(c.started_at) FROM job_limit_starts c
+                          WHERE c.limit_id = u.limit_id AND c.started_at <= u.started_at)
 )
 SELECT id, type, priority, run_at, created_at, attempt_id, job FROM returned;
 

@@ -19,7 +19,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from jobs import state
+from jobs import queues, state
 from jobs.models import Job, JobAttempt, JobLog, Worker
 from jobs.sql import query
 from tests.attempts import fail_attempt
@@ -322,6 +322,28 @@ def test_a_claim_handed_back_unstarted_leaves_the_job_as_it_was_before_it(events
         (second.id, second.attempt_id)
     ]
     assert claimed(worker, job).attempt_number == 2
+
+
+def test_a_claim_handed_back_unstarted_gives_back_its_start_under_a_rate_limit():
+    """A rate limit counts the jobs that start: one handed back never started, so its start
+    is not counted against the other workers (who would otherwise wait out the period).
+    Under two limits, each gets it back."""
+    queues.set_limit("type", "noop", max_starts=2, period_seconds=3600)
+    queues.set_limit("queue", "batch", max_starts=5, period_seconds=3600)
+    worker = new_worker()
+    jobs = [state.enqueue("noop", {"n": n}, queue="batch") for n in range(3)]
+    first = claimed(worker, jobs[0])
+    assert queues.limit_usage("type", "noop")["recent_starts"] == 1
+    assert queues.limit_usage("queue", "batch")["recent_starts"] == 1
+
+    state.hand_back([(first.id, first.attempt_id)])
+
+    assert queues.limit_usage("type", "noop")["recent_starts"] == 0
+    assert queues.limit_usage("queue", "batch")["recent_starts"] == 0
+    taken = state.claim(worker.id, 3, [job_id_of(job) for job in jobs])
+    assert len(taken) == 2
+    assert queues.limit_usage("type", "noop")["recent_starts"] == 2
+    assert queues.limit_usage("queue", "batch")["recent_starts"] == 2
 
 
 def test_the_previous_releases_statements_still_close_attempts():
