@@ -173,6 +173,22 @@ DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
 DATABASES["default"]["OPTIONS"]["prepare_threshold"] = (
     5 if env_bool("DATABASE_PREPARED_STATEMENTS", True) else None
 )
+# A link to PostgreSQL that dies without a word (a host gone, a firewall or NAT dropping the
+# connection) must end in an error, not a wait without end: libpq's defaults never give up,
+# and a worker blocked on such a connection neither logs nor stops at SIGTERM. So a
+# connection attempt gives up after 10 s, a silent idle connection is found dead after
+# 15 s + 3 x 5 s of keepalive probes, and one whose sent data goes unacknowledged after 30 s.
+# The same parameters in DATABASE_URL's query win (`?connect_timeout=3`); libpq ignores the
+# TCP ones on a Unix socket.
+DATABASES["default"]["OPTIONS"] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 15,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+    **DATABASES["default"]["OPTIONS"],
+}
 DATABASES["default"].setdefault("TEST", {})["NAME"] = env_str(
     "DATABASE_TEST_NAME", f"test_{DATABASES['default']['NAME']}"
 )
@@ -344,6 +360,14 @@ SCHEDULER_FEEDER_INTERVAL = env_seconds("SCHEDULER_FEEDER_INTERVAL", 30.0, above
 SCHEDULER_FEEDER_LIMIT = env_int("SCHEDULER_FEEDER_LIMIT", 50_000, minimum=1)
 SCHEDULER_HEARTBEAT_INTERVAL = env_seconds("SCHEDULER_HEARTBEAT_INTERVAL", 5.0, above=0)
 SCHEDULER_WORKER_TIMEOUT = env_seconds("SCHEDULER_WORKER_TIMEOUT", 30.0, above=0)
+if SCHEDULER_WORKER_TIMEOUT < 3 * SCHEDULER_HEARTBEAT_INTERVAL:
+    # Otherwise a live worker is declared lost between two of its heartbeats (or when one is
+    # late behind a slow statement), and the jobs it is running are taken back and run twice.
+    raise ImproperlyConfigured(
+        f"SCHEDULER_WORKER_TIMEOUT={SCHEDULER_WORKER_TIMEOUT:g} must be at least 3 times "
+        f"SCHEDULER_HEARTBEAT_INTERVAL={SCHEDULER_HEARTBEAT_INTERVAL:g}: a live worker would be "
+        "declared lost between its heartbeats and its running jobs run a second time."
+    )
 SCHEDULER_STUCK_AFTER = env_seconds("SCHEDULER_STUCK_AFTER", 600.0, above=0)
 SCHEDULER_SHUTDOWN_GRACE = env_seconds("SCHEDULER_SHUTDOWN_GRACE", 30.0, minimum=0)
 SCHEDULER_HANDLER_TIMEOUT = env_seconds("SCHEDULER_HANDLER_TIMEOUT", 300.0, above=0)

@@ -28,18 +28,9 @@ logger = logging.getLogger(__name__)
 
 
 def connection_params() -> dict[str, Any]:
-    """psycopg connect() arguments for the database Django uses."""
-    db = connection.settings_dict
-    params: dict[str, Any] = {
-        "dbname": db["NAME"],
-        "user": db["USER"] or None,
-        "password": db["PASSWORD"] or None,
-        "host": db["HOST"] or None,
-        "port": db["PORT"] or None,
-        "application_name": "scheduler-worker-listen",
-        "connect_timeout": 5,
-    }
-    return {key: value for key, value in params.items() if value is not None}
+    """psycopg connect() arguments for the database Django uses: DATABASE_URL's parameters
+    (TLS, timeouts, keepalives) and all, under a name of its own."""
+    return {**connection.get_connection_params(), "application_name": "scheduler-worker-listen"}
 
 
 class Listener:

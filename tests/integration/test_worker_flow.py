@@ -9,6 +9,7 @@ from itertools import pairwise
 
 import psycopg
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from jobs import state
@@ -148,3 +149,15 @@ def test_job_skipped_while_another_transaction_held_it_runs_soon_after(start_wor
         time.sleep(0.5)  # the worker has fed and tried to claim it: skipped, locked
         assert job_status(job["id"]) == "pending"
     wait_for(lambda: job_status(job["id"]) == "completed", timeout=5)
+
+
+def test_the_wake_up_listener_connects_with_database_urls_parameters():
+    """The listener's connection is the worker's own, beside Django's: it takes the same
+    timeouts and keepalives (a dead link must end in an error there too) and whatever TLS
+    or other parameters DATABASE_URL gives, under a name of its own."""
+    options = connection.settings_dict["OPTIONS"]
+    with psycopg.connect(**connection_params()) as listening:
+        shown = listening.info.get_parameters()
+        assert listening.execute("SHOW application_name").fetchone() == ("scheduler-worker-listen",)
+    for name in ("connect_timeout", "keepalives_idle", "keepalives_count", "tcp_user_timeout"):
+        assert str(shown[name]) == str(options[name])

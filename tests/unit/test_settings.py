@@ -169,6 +169,23 @@ def test_database_url_with_a_unix_socket_directory_as_host(load_settings, url, h
     assert (database["HOST"], database["PORT"], database["NAME"]) == (host, port, "jobsdb")
 
 
+def test_a_dead_link_to_the_database_ends_in_an_error_by_default(load_settings):
+    """libpq waits forever by default: on a connection attempt nobody answers, and on a link
+    that died without a word (a worker so blocked neither logs nor stops at SIGTERM)."""
+    options = load_settings()["DATABASES"]["default"]["OPTIONS"]
+    assert options["connect_timeout"] == 10
+    assert (options["keepalives"], options["keepalives_idle"]) == (1, 15)
+    assert (options["keepalives_interval"], options["keepalives_count"]) == (5, 3)
+    assert options["tcp_user_timeout"] == 30_000
+
+
+def test_database_url_parameters_win_over_the_link_defaults(load_settings):
+    url = "postgres://sched@db.example/jobsdb?connect_timeout=3&keepalives=0&sslmode=require"
+    options = load_settings(DATABASE_URL=url)["DATABASES"]["default"]["OPTIONS"]
+    assert (options["connect_timeout"], options["keepalives"]) == (3, 0)
+    assert options["sslmode"] == "require"
+
+
 def test_the_embedded_postgres_url_points_django_at_its_socket(load_settings, tmp_path):
     embedded = EmbeddedPostgres(tmp_path / "data" / "postgres")
     database = load_settings(DATABASE_URL=embedded.url)["DATABASES"]["default"]
@@ -250,6 +267,16 @@ def test_production_refuses_to_start_without_a_secret_key_of_its_own(load_settin
             "DATABASE_POOL_MIN_SIZE=3 is over DATABASE_POOL_MAX_SIZE=2",
         ),
         (
+            # Before: accepted, and a live worker rescued its own running jobs between two
+            # heartbeats: every job longer than the timeout ran twice at once.
+            {"SCHEDULER_HEARTBEAT_INTERVAL": "40"},
+            "SCHEDULER_WORKER_TIMEOUT=30 must be at least 3 times SCHEDULER_HEARTBEAT_INTERVAL=40",
+        ),
+        (
+            {"SCHEDULER_HEARTBEAT_INTERVAL": "2", "SCHEDULER_WORKER_TIMEOUT": "5"},
+            "SCHEDULER_WORKER_TIMEOUT=5 must be at least 3 times SCHEDULER_HEARTBEAT_INTERVAL=2",
+        ),
+        (
             {"OUTBOUND_ALLOWED_NETWORKS": "10.0.0.0/8, 10.0.0.0/33"},
             "OUTBOUND_ALLOWED_NETWORKS: '10.0.0.0/33' does not appear to be an IPv4 or IPv6",
         ),
@@ -293,10 +320,9 @@ def manage_check(**environment: str) -> subprocess.CompletedProcess[str]:
 def test_every_process_refuses_at_start_naming_the_variable(environment, message):
     checked = manage_check(**environment)
     assert checked.returncode != 0
-    last_line = checked.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("django.core.exceptions.ImproperlyConfigured: " + message), (
-        checked.stderr
-    )
+    # One line: before, a traceback of 43 that began with "KeyError: 'check'".
+    assert checked.stderr.startswith("ImproperlyConfigured: " + message), checked.stderr
+    assert len(checked.stderr.strip().splitlines()) == 1, checked.stderr
 
 
 def test_log_level_is_read_in_any_case(load_settings):
