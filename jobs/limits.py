@@ -7,8 +7,12 @@ object JSON has no form for), and no key or string holds NUL (PostgreSQL's jsonb
 it) or a lone UTF-16 surrogate such as `\\ud800` (not Unicode: it cannot be encoded, so neither
 stored nor shown).
 
+Size: a handler's result is at most `SCHEDULER_MAX_RESULT_BYTES` as compact JSON in UTF-8
+(`json_size`), since it is stored, listed and pushed to every console and webhook whole.
+
 Text a job's code makes (error messages, stack traces, log lines) is stored whatever it holds:
-`storable_text` writes those two as their escapes instead.
+`storable_text` writes NUL and lone surrogates as their escapes instead. It is stored in bounded
+length: what `cut_text` leaves of a longer one says how many characters were cut.
 
 Time: every instant a request takes is written with a year from `EARLIEST_YEAR` to
 `LATEST_YEAR`, in Unix milliseconds from 0 to `MAX_MILLISECONDS`. Whatever its UTC offset, such
@@ -24,6 +28,8 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import orjson
 
 MAX_JSON_DEPTH = 32
 
@@ -130,6 +136,26 @@ def json_errors(
     return [
         f"{name}{path} {problem}." for path, problem in sorted(set(_walk(value, max_depth, nul)))
     ]
+
+
+def json_size(value: Any) -> int:
+    """Bytes of `value`, which `json_errors` found fitting, as compact JSON in UTF-8."""
+    try:
+        return len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
+    except orjson.JSONEncodeError:
+        # orjson writes no integer beyond 64 bits; JSON, and Python's encoder, do.
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def cut_text(text: str, limit: int, *, keep_end: bool = False) -> str:
+    """`text` when it holds at most `limit` characters; else its first `limit` (its last, when
+    `keep_end`) and how many more were cut."""
+    cut = len(text) - limit
+    if cut <= 0:
+        return text
+    if keep_end:
+        return f"({cut:,} characters cut) …{text[-limit:]}"
+    return f"{text[:limit]}… ({cut:,} characters cut)"
 
 
 def storable_text(text: str) -> str:

@@ -371,6 +371,9 @@ if SCHEDULER_WORKER_TIMEOUT < 3 * SCHEDULER_HEARTBEAT_INTERVAL:
 SCHEDULER_STUCK_AFTER = env_seconds("SCHEDULER_STUCK_AFTER", 600.0, above=0)
 SCHEDULER_SHUTDOWN_GRACE = env_seconds("SCHEDULER_SHUTDOWN_GRACE", 30.0, minimum=0)
 SCHEDULER_HANDLER_TIMEOUT = env_seconds("SCHEDULER_HANDLER_TIMEOUT", 300.0, above=0)
+# Largest result a handler may return, in bytes of compact JSON: a larger one fails its
+# attempt. The default is API_MAX_BODY_BYTES's for a payload.
+SCHEDULER_MAX_RESULT_BYTES = env_int("SCHEDULER_MAX_RESULT_BYTES", 1024 * 1024, minimum=1)
 SCHEDULER_STATS_INTERVAL = env_seconds("SCHEDULER_STATS_INTERVAL", 0.5, above=0)
 # Retention (jobs.retention): seconds a finished job is kept before the pruner deletes it
 # with its attempts and logs; 0 keeps it forever. Dead letters are kept by default.

@@ -20,10 +20,13 @@ from jobs.registry import RetryAfter
 
 from .backoff import retry_delay
 
+# Characters kept of an error message, and of each part of a stack trace (a frame, an
+# exception's message, a note): a message quoting a whole response body leaves the frames in.
 ERROR_MESSAGE_LIMIT = 4000
 # The exception's qualified name, as long as the column holds (a class made in a function
 # is named after it: `build.<locals>.Refused`).
 ERROR_TYPE_WIDTH = JobAttempt._meta.get_field("error_type").max_length
+# Characters kept of a whole stack trace, its end: the innermost frames and the error.
 STACK_TRACE_LIMIT = 20000
 
 
@@ -49,15 +52,10 @@ def record_of(error: BaseException) -> ErrorRecord:
     """What to write of `error`. Its message and traceback are read with `str()`, which is job
     code: call it where the error was caught (the handler's thread), so that a slow or failing
     `__str__` costs that job's thread, never the worker's report of everyone's outcomes."""
-    message = limits.storable_text(_message(error))
-    trace = None
-    if error.__traceback__ is not None:
-        written = limits.storable_text("".join(traceback.format_exception(error)))
-        trace = written[-STACK_TRACE_LIMIT:]
     return ErrorRecord(
         error_type=limits.storable_text(type(error).__qualname__)[:ERROR_TYPE_WIDTH],
-        error_message=message[:ERROR_MESSAGE_LIMIT],
-        stack_trace=trace,
+        error_message=limits.storable_text(limits.cut_text(_message(error), ERROR_MESSAGE_LIMIT)),
+        stack_trace=None if error.__traceback__ is None else _stack_trace(error),
     )
 
 
@@ -69,6 +67,21 @@ def wait_after(
     if isinstance(error, RetryAfter):
         return error.delay
     return retry_delay(attempt_number, rng, base_seconds=base_seconds)
+
+
+def _stack_trace(error: BaseException) -> str:
+    """The traceback as Python prints it, each part cut to ERROR_MESSAGE_LIMIT characters,
+    then to its last STACK_TRACE_LIMIT."""
+    parts = traceback.TracebackException.from_exception(error, compact=True).format()
+    written = "".join(_cut_part(part) for part in parts)
+    return limits.storable_text(limits.cut_text(written, STACK_TRACE_LIMIT, keep_end=True))
+
+
+def _cut_part(part: str) -> str:
+    """A part of a traceback cut, still ending with its line break (the next part starts a
+    line)."""
+    text = part.removesuffix("\n")
+    return limits.cut_text(text, ERROR_MESSAGE_LIMIT) + part[len(text) :]
 
 
 def _message(error: BaseException) -> str:

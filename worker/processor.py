@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from queue import SimpleQueue
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
@@ -51,6 +52,10 @@ from .outcome import ErrorRecord, HandlerTimeout, TransactionLeftOpen, record_of
 logger = logging.getLogger(__name__)
 
 LOG_LEVEL_WIDTH = JobLog._meta.get_field("level").max_length
+# Characters kept of a log line, and lines kept of an attempt: a job's log is stored, held in
+# the worker's memory until written, and shown on its console page.
+LOG_LINE_LIMIT = 10_000
+LOG_LINES_PER_ATTEMPT = 10_000
 
 
 def _roll_back_open_transactions() -> list[str]:
@@ -68,20 +73,44 @@ def _roll_back_open_transactions() -> list[str]:
 
 
 class AttemptLog:
-    """A running attempt's log lines, kept until the worker writes them to `job_logs`."""
+    """A running attempt's log lines, kept until the worker writes them to `job_logs`: its
+    first LOG_LINES_PER_ATTEMPT lines; the ones past them are counted, and said in one line
+    when the attempt ends (`close`)."""
 
     def __init__(self) -> None:
         self._entries: list[tuple[datetime, str, str]] = []
+        # Lines kept since the attempt began (taken or not), and dropped since `close`.
+        self._kept = 0
+        self._dropped = 0
         self._mutex = threading.Lock()
 
     def add(self, record: logging.LogRecord, message: str) -> None:
-        # As `job_logs` holds it: a custom level's name cut to the column, the message's
-        # NUL and lone surrogates escaped. A line it refused would fail every write with it.
+        # As `job_logs` holds it: a custom level's name cut to the column, the message cut
+        # to LOG_LINE_LIMIT and its NUL and lone surrogates escaped. A line it refused would
+        # fail every write with it.
         level = limits.storable_text(record.levelname)[:LOG_LEVEL_WIDTH]
         created = datetime.fromtimestamp(record.created, UTC)
-        entry = (created, level, limits.storable_text(message))
+        entry = (created, level, limits.storable_text(limits.cut_text(message, LOG_LINE_LIMIT)))
         with self._mutex:
+            if self._kept == LOG_LINES_PER_ATTEMPT:
+                self._dropped += 1
+                return
+            self._kept += 1
             self._entries.append(entry)
+
+    def close(self) -> None:
+        """The attempt ended: how many lines it logged past the bound, as its last line."""
+        with self._mutex:
+            dropped, self._dropped = self._dropped, 0
+            if dropped:
+                self._entries.append(
+                    (
+                        timezone.now(),
+                        "WARNING",
+                        f"{dropped:,} more log lines were dropped: an attempt keeps its first "
+                        f"{LOG_LINES_PER_ATTEMPT:,}.",
+                    )
+                )
 
     def take(self) -> list[tuple[datetime, str, str]]:
         with self._mutex:
@@ -197,6 +226,18 @@ def _job_logger(job: ClaimedJob, log_key: str) -> logging.LoggerAdapter[logging.
     return logging.LoggerAdapter(job_logger, extra)
 
 
+def _check_storable(result: Any, max_bytes: int) -> None:
+    """Raise JsonLimitError unless `result` is JSON that PostgreSQL holds, of at most
+    `max_bytes` (SCHEDULER_MAX_RESULT_BYTES, `jobs.limits`)."""
+    if unstorable := limits.json_errors(result, name="result"):
+        raise limits.JsonLimitError(" ".join(unstorable))
+    size = limits.json_size(result)
+    if size > max_bytes:
+        raise limits.JsonLimitError(
+            f"result is {size:,} bytes as JSON, over SCHEDULER_MAX_RESULT_BYTES ({max_bytes:,})."
+        )
+
+
 class Processor:
     """Runs up to `concurrency` handlers at once and posts ("outcome", Outcome) to `inbox`."""
 
@@ -219,6 +260,7 @@ class Processor:
         # Seconds a handler of each type took lately (moving average), for the prefetch.
         self.pace: dict[str, float] = {}
         self.default_timeout = default_timeout
+        self.max_result_bytes = settings.SCHEDULER_MAX_RESULT_BYTES
         self.running: dict[uuid.UUID, Attempt] = {}
         self._inbox = inbox
         self._tasks: SimpleQueue[Attempt | None] = SimpleQueue()
@@ -394,6 +436,7 @@ class Processor:
             deadline = attempt.deadline
             if deadline is not None and now >= deadline and self._abandon(attempt):
                 self._forget(attempt)
+                attempt.logs.close()
                 self._learn(attempt.job.type, attempt.timeout)
                 timed_out.append(
                     Outcome(
@@ -464,8 +507,7 @@ class Processor:
         with self._lock:
             self._threads -= 1
 
-    @staticmethod
-    def _run(attempt: Attempt, *, inline: bool = False) -> Outcome:
+    def _run(self, attempt: Attempt, *, inline: bool = False) -> Outcome:
         began = time.monotonic()
         try:
             try:
@@ -473,8 +515,8 @@ class Processor:
             finally:
                 attempt.ran_for = time.monotonic() - began
             # Checked here so that one bad result cannot fail its whole completion batch.
-            if result is not None and (unstorable := limits.json_errors(result, name="result")):
-                raise limits.JsonLimitError(" ".join(unstorable))
+            if result is not None:
+                _check_storable(result, self.max_result_bytes)
             outcome = Outcome(attempt, result=result)
         # BaseException too: a handler's sys.exit() (a wrapped command-line tool) or a stray
         # KeyboardInterrupt fails its attempt. Let through, it would end the handler's thread,
@@ -495,4 +537,5 @@ class Processor:
         # thread manages its connection.
         if not inline:
             close_old_connections()
+        attempt.logs.close()
         return outcome

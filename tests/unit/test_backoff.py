@@ -106,9 +106,12 @@ def test_a_timeout_without_traceback_and_an_empty_message_are_still_described():
     )
 
 
-def test_huge_messages_are_cut():
+def test_huge_messages_are_cut_saying_so_and_the_trace_keeps_its_frames():
     failure = record_of(raise_and_catch(RuntimeError("x" * 10_000)))
-    assert len(failure.error_message) == 4000
+    assert failure.error_message == "x" * 4000 + "… (6,000 characters cut)"
+    assert failure.stack_trace is not None
+    assert "in raise_and_catch" in failure.stack_trace
+    assert failure.stack_trace.endswith("… (6,014 characters cut)\n")
 
 
 def test_a_handler_asking_to_be_retried_later_waits_exactly_that():

@@ -85,3 +85,31 @@ def test_json_walk_does_not_recurse_on_deep_values():
 def test_storable_text_escapes_what_postgresql_text_cannot_hold(text, stored):
     assert limits.storable_text(text) == stored
     limits.storable_text(text).encode()  # whole Unicode: it encodes
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [
+        ({"a": [1, 2.5, None, True]}, len('{"a":[1,2.5,null,true]}')),
+        ("é€😀", len('"é€😀"'.encode())),
+        ({1: "x", None: False}, len('{"1":"x","null":false}')),
+        # Past 64 bits, which orjson does not write: measured by Python's encoder.
+        ({"n": 10**30}, len('{"n":' + "1" + "0" * 30 + "}")),
+        ([10**4299], 4302),
+    ],
+)
+def test_json_size_is_the_bytes_of_compact_json_in_utf8(value, size):
+    assert limits.json_size(value) == size
+
+
+@pytest.mark.parametrize(
+    ("text", "keep_end", "kept"),
+    [
+        ("abcdef", False, "abcdef"),
+        ("abcdefghij", False, "abcdefgh… (2 characters cut)"),
+        ("abcdefghij", True, "(2 characters cut) …cdefghij"),
+        ("x" * 1_000_008, False, "xxxxxxxx… (1,000,000 characters cut)"),
+    ],
+)
+def test_cut_text_keeps_one_end_and_says_how_much_was_cut(text, keep_end, kept):
+    assert limits.cut_text(text, 8, keep_end=keep_end) == kept

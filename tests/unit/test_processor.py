@@ -14,6 +14,7 @@ import pytest
 from jobs.registry import registry
 from jobs.state import ClaimedJob
 from tests.handlers_app.handlers import ResizeArgs, typed
+from worker import processor as processor_module
 from worker.outcome import HandlerTimeout
 from worker.processor import Outcome, Processor
 
@@ -41,6 +42,16 @@ def gated(job: Any) -> None:
     gate.wait(5)
 
 
+logged = threading.Event()
+
+
+def chatty(job: Any) -> None:
+    for number in range(job.payload["lines"]):
+        job.logger.info("line %d", number)
+    logged.set()
+    job.cancel_event.wait(5)
+
+
 @pytest.fixture(autouse=True)
 def probe_handlers() -> Iterator[None]:
     registry.register("probe_inline", inline=True)(where)
@@ -48,11 +59,20 @@ def probe_handlers() -> Iterator[None]:
     registry.register("probe_stubborn", timeout=0.2)(stubborn)
     registry.register("probe_polite")(polite)
     registry.register("probe_gated")(gated)
+    registry.register("probe_chatty")(chatty)
     ran_on.clear()
     gate.clear()
+    logged.clear()
     yield
     gate.set()
-    names = ("probe_inline", "probe_threaded", "probe_stubborn", "probe_polite", "probe_gated")
+    names = (
+        "probe_inline",
+        "probe_threaded",
+        "probe_stubborn",
+        "probe_polite",
+        "probe_gated",
+        "probe_chatty",
+    )
     for name in names:
         registry.unregister(name)
 
@@ -107,6 +127,42 @@ def test_handler_over_its_timeout_is_given_up_and_its_slot_refilled():
     assert next_outcome(inbox).result == "done"
     late = next_outcome(inbox, timeout=3)
     assert late.attempt is failed.attempt and not processor.accept(late)
+    processor.stop()
+
+
+def test_an_attempt_over_its_timeout_says_how_many_log_lines_it_dropped(monkeypatch):
+    monkeypatch.setattr(processor_module, "LOG_LINES_PER_ATTEMPT", 3)
+    processor = Processor(1, SimpleQueue(), default_timeout=5)
+    processor.start(claimed("probe_chatty", lines=5))
+    assert logged.wait(5)
+
+    # Past any deadline: the attempt is given up however slow this machine is.
+    (failed,) = processor.expired(time.monotonic() + 3600)
+    assert [message for _, _, message in failed.attempt.logs.take()] == [
+        "line 0",
+        "line 1",
+        "line 2",
+        "2 more log lines were dropped: an attempt keeps its first 3.",
+    ]
+    processor.stop()
+
+
+@pytest.mark.parametrize(("max_bytes", "error"), [(6, None), (5, "result is 6 bytes")])
+def test_a_result_is_checked_against_the_setting_as_the_processor_started(
+    settings, max_bytes, error
+):
+    settings.SCHEDULER_MAX_RESULT_BYTES = max_bytes
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(1, inbox, default_timeout=5)
+    processor.start(claimed("probe_inline"))  # returns "done": 6 bytes as JSON
+
+    outcome = inbox.get_nowait()[1]
+    if error is None:
+        assert (outcome.result, outcome.error) == ("done", None)
+    else:
+        assert outcome.error_record.error_message == (
+            f"{error} as JSON, over SCHEDULER_MAX_RESULT_BYTES ({max_bytes})."
+        )
     processor.stop()
 
 
