@@ -8,7 +8,9 @@ failures, one `complete` for all successes (with their dependents released), the
 commit. While that commit is on its way, the next outcomes pile up and go together in the
 next one, so the batch grows with the load and a lone job is reported at once (no
 timer). Fencing stays with the statements (`jobs.state`): an outcome whose claim was lost
-is refused, logged, and dropped.
+is refused, logged, and dropped. Once the transaction commits, each failed attempt is one
+WARNING line of the worker's log (its error, and its retry's time or the DLQ); a success is
+a line only at DEBUG, which a drain of thousands of jobs a second must not pay for.
 
 What becomes runnable through a report (a retry, a job handed back, the next run of a
 recurring job, a released dependent) goes back to the loop as ("reported", (job ids,
@@ -22,9 +24,11 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from queue import Empty, SimpleQueue
 from typing import Any
 
@@ -39,7 +43,7 @@ from django.db import (
 from jobs import state
 from jobs.reconnect import DATABASE_ERRORS, Backoff
 
-from .maintenance import runnable_jobs
+from .maintenance import error_summary, runnable_jobs
 from .outcome import wait_after
 from .processor import Outcome
 from .schedulers import ScheduledJob
@@ -113,7 +117,7 @@ class Completer:
                 wait = backoff.failed()
                 logger.error(
                     "database unavailable (%s); reporting %d outcomes again in %.1f s",
-                    exc.__class__.__name__,
+                    error_summary(type(exc).__name__, str(exc)),
                     len(pending),
                     wait,
                 )
@@ -201,6 +205,8 @@ class Completer:
             report = state.complete(successes, self.worker_id)
             for refused in report.refused:
                 logger.info("outcome of job %s refused: its claim was lost", refused.job_id)
+            if logger.isEnabledFor(logging.DEBUG):
+                transaction.on_commit(partial(_log_successes, successes, report.completed))
             offers += [
                 ScheduledJob.from_row(
                     {**job, "run_at": datetime.fromisoformat(job["scheduled_at"]) + TRUNCATION}
@@ -245,12 +251,63 @@ class Completer:
         report = state.fail(failures)
         for refused in report.refused:
             logger.info("outcome of job %s refused: its claim was lost", refused.job_id)
+        transaction.on_commit(partial(_log_failures, failures, report.failed))
         retry_at = {str(f.job_id): f.finished_at + f.retry_delay for f in failures}
         return [
             ScheduledJob.from_row({**job, "run_at": retry_at[job["id"]]})
             for job in report.failed
             if not job["in_dlq"]
         ]
+
+
+def _log_failures(failures: Sequence[state.Failure], failed: Sequence[state.JobObject]) -> None:
+    errors = {str(f.job_id): f for f in failures}
+    for job in failed:
+        failure = errors[job["id"]]
+        logger.warning(
+            "job %s (%s) attempt %d of %d failed: %s; %s",
+            job["id"],
+            job["type"],
+            job["attempt_count"],
+            job["max_retries"],
+            error_summary(failure.error_type, failure.error_message),
+            (
+                "no attempt left: in the dead-letter queue"
+                if job["in_dlq"]
+                else f"retry at {job['next_retry_at']}"
+            ),
+            extra={
+                **_job_fields(job, failure.attempt_id),
+                "error_type": failure.error_type,
+                "retry_at": job["next_retry_at"],
+                "in_dlq": job["in_dlq"],
+            },
+        )
+
+
+def _log_successes(
+    successes: Sequence[state.Success], completed: Sequence[state.JobObject]
+) -> None:
+    attempt_ids = {str(s.job_id): s.attempt_id for s in successes}
+    for job in completed:
+        logger.debug(
+            "job %s (%s) attempt %d succeeded",
+            job["id"],
+            job["type"],
+            job["attempt_count"],
+            extra=_job_fields(job, attempt_ids[job["id"]]),
+        )
+
+
+def _job_fields(job: state.JobObject, attempt_id: uuid.UUID) -> dict[str, Any]:
+    """The fields of a line about an attempt, named as a handler's own lines name them
+    (`worker.processor`), so that one query of the JSON log finds both."""
+    return {
+        "job_id": job["id"],
+        "attempt_id": str(attempt_id),
+        "job_type": job["type"],
+        "attempt_number": job["attempt_count"],
+    }
 
 
 def _close_connection() -> None:

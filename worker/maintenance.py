@@ -6,7 +6,8 @@ returns what it did as counts, so tests call it directly and the worker loop onl
   is missed even when a wake-up notification was.
 - Rescuer: declares dead the workers that stopped heartbeating while this one could see the
   database, takes their jobs back, and takes back jobs stuck in processing
-  (`jobs.state.rescue_lost`).
+  (`jobs.state.rescue_lost`); each pass that took jobs back says so in one WARNING line,
+  naming the workers that lost them and which jobs went to pending or to the DLQ.
 - ClaimWatch: notices running attempts whose claim is gone (cancelled, rescued) so their
   handler is told to stop and their outcome is not waited for.
 - Pruner: deletes finished jobs past their retention (`jobs.retention`), one bounded batch
@@ -30,18 +31,36 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from jobs import metrics, retention, state, stats
-from jobs.models import Worker, WorkerStatus
+from jobs.models import JobAttempt, Worker, WorkerStatus
 from jobs.queue_names import ALL_QUEUES, QueueSelection
 from jobs.reconnect import DATABASE_ERRORS
 
 from .schedulers import ScheduledJob
 
 logger = logging.getLogger(__name__)
+
+# The most of a message's first line that a line of the worker's log quotes: the whole
+# message (a stack trace, a server's hint on the next lines) is the attempt's, or noise.
+QUOTED_MESSAGE_LIMIT = 200
+# The most job ids a rescue's line names for each place they went: a dead worker may have
+# held hundreds.
+NAMED_JOBS_LIMIT = 10
+
+
+def error_summary(error_type: str, message: str) -> str:
+    """An error as a line of the worker's log quotes it: its type and its message's first
+    line, cut to QUOTED_MESSAGE_LIMIT (`OperationalError: the connection is lost`)."""
+    first_line = next(iter(message.strip().splitlines()), "")
+    if not first_line:
+        return error_type
+    if len(first_line) > QUOTED_MESSAGE_LIMIT:
+        first_line = first_line[:QUOTED_MESSAGE_LIMIT] + "..."
+    return f"{error_type}: {first_line}"
 
 
 class Unit:
@@ -170,17 +189,68 @@ class Rescuer(Unit):
         self.watched_since = watched_since
 
     def run_once(self) -> dict[str, int]:
-        rescued = state.rescue_lost(
-            stuck_after=self.stuck_after,
-            worker_timeout=self.worker_timeout,
-            watched_since=self.watched_since(),
-        )
+        # The lost workers are read in the rescue's transaction: its line is written once the
+        # rescue committed, and a rescue undone by an error is not said to have happened.
+        with transaction.atomic():
+            rescued = state.rescue_lost(
+                stuck_after=self.stuck_after,
+                worker_timeout=self.worker_timeout,
+                watched_since=self.watched_since(),
+            )
+            lost_workers = _lost_workers(rescued) if rescued else {}
+        if rescued:
+            _log_rescue(rescued, lost_workers)
         pending = [uuid.UUID(job["id"]) for job in rescued if job["status"] == "pending"]
         new = 0
         if pending:
             entries, _ = runnable_jobs(limit=len(pending), job_ids=pending, queues=self.queues)
             new = self.sink(entries)
         return {"rescued": len(rescued), "new": new}
+
+
+def _lost_workers(rescued: Sequence[state.JobObject]) -> dict[str, str]:
+    """The workers of the `rescued` jobs' lost attempts (a stuck job's may be alive), each
+    id with how a log line names it."""
+    lost_attempts = {(job["id"], job["attempt_count"]) for job in rescued}
+    attempts = (
+        JobAttempt.objects.filter(job_id__in=[job["id"] for job in rescued])
+        .order_by("worker_id")
+        .values_list("job_id", "attempt_number", "worker_id", "worker__hostname", "worker__pid")
+    )
+    return {
+        str(worker_id): f"{worker_id} ({hostname} pid {pid})"
+        for job_id, number, worker_id, hostname, pid in attempts
+        if (str(job_id), number) in lost_attempts
+    }
+
+
+def _log_rescue(rescued: Sequence[state.JobObject], lost_workers: dict[str, str]) -> None:
+    pending = [job["id"] for job in rescued if not job["in_dlq"]]
+    dead_lettered = [job["id"] for job in rescued if job["in_dlq"]]
+    logger.warning(
+        "took back %d jobs of lost worker%s %s: %d to pending%s, %d to the dead-letter queue%s",
+        len(rescued),
+        "s" if len(lost_workers) > 1 else "",
+        ", ".join(lost_workers.values()),
+        len(pending),
+        _named(pending),
+        len(dead_lettered),
+        _named(dead_lettered),
+        extra={
+            "lost_workers": list(lost_workers),
+            "pending_ids": pending[:NAMED_JOBS_LIMIT],
+            "dlq_ids": dead_lettered[:NAMED_JOBS_LIMIT],
+        },
+    )
+
+
+def _named(job_ids: Sequence[str]) -> str:
+    """The ids a rescue's line names, ` (a, b)`, at most NAMED_JOBS_LIMIT of them."""
+    if not job_ids:
+        return ""
+    more = len(job_ids) - NAMED_JOBS_LIMIT
+    named = ", ".join(job_ids[:NAMED_JOBS_LIMIT])
+    return f" ({named}, and {more} more)" if more > 0 else f" ({named})"
 
 
 class ClaimWatch(Unit):
@@ -270,7 +340,11 @@ class BackgroundUnit:
                     self.unit.run_once()
                     wait = self.unit.interval
                 except DATABASE_ERRORS as exc:
-                    logger.error("%s: database unavailable (%s)", self.unit.name, exc)
+                    logger.error(
+                        "%s: database unavailable (%s)",
+                        self.unit.name,
+                        error_summary(type(exc).__name__, str(exc)),
+                    )
                     connection.close()
                     wait = self.retry_after
                 except Exception:
