@@ -35,7 +35,7 @@ from django.db import connection, transaction
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
-from jobs import metrics, retention, state, stats
+from jobs import limits, metrics, retention, state, stats
 from jobs.models import JobAttempt, Worker, WorkerStatus
 from jobs.queue_names import ALL_QUEUES, QueueSelection
 from jobs.reconnect import DATABASE_ERRORS
@@ -58,9 +58,7 @@ def error_summary(error_type: str, message: str) -> str:
     first_line = next(iter(message.strip().splitlines()), "")
     if not first_line:
         return error_type
-    if len(first_line) > QUOTED_MESSAGE_LIMIT:
-        first_line = first_line[:QUOTED_MESSAGE_LIMIT] + "..."
-    return f"{error_type}: {first_line}"
+    return f"{error_type}: {limits.cut_text(first_line, QUOTED_MESSAGE_LIMIT)}"
 
 
 class Unit:

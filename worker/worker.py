@@ -27,6 +27,7 @@ Each turn of the loop:
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import json
@@ -54,7 +55,7 @@ from jobs.models import Worker as WorkerRow
 from jobs.models import WorkerStatus
 from jobs.queue_names import ALL_QUEUES, QueueSelection
 from jobs.reconnect import DATABASE_ERRORS, Backoff
-from jobs.schema_version import require_current_schema
+from jobs.schema_version import SchemaBehind, require_current_schema
 from jobs.stats import stats_publisher
 
 from .claimer import Claimer
@@ -68,6 +69,7 @@ from .maintenance import (
     Pruner,
     Rescuer,
     Unit,
+    error_summary,
     runnable_jobs,
 )
 from .processor import Attempt, Outcome, Processor
@@ -93,7 +95,9 @@ _FOLD_SECONDS = 1.0
 # the second for "stop now", handing back a job it had time to finish.
 LANE_STOP = signal.SIGUSR1
 LANE_STOP_NOW = signal.SIGUSR2
-# How long a forced stop waits for the completer to report what finished.
+# How long a stopping worker's last writes may take: the completer's report of what
+# finished, the release of the jobs still running (a forced stop), the row marked stopped.
+# Not the grace, which is for running jobs: once the loop has ended, none is waited for.
 _FINAL_REPORT_SECONDS = 5.0
 
 
@@ -147,6 +151,9 @@ class Worker:
         self.claimed_total = 0
         # The stop asked for: 1 gracefully, 2 or more at once (`request_stop`).
         self.signals = 0
+        # Each stop asked for, posted here too: a wait for the database outside the loop (at
+        # start, at the end) ends on it at once, and leaves the inbox to the loop.
+        self._stops: SimpleQueue[int] = SimpleQueue()
         self._own_signals = 0
         self._asked_by_worker = 0
         # The loop's thread that failed (`worker.threads`): the worker stops by force.
@@ -189,6 +196,7 @@ class Worker:
     def _run(self) -> int:
         # Nothing runs yet: a first stop signal ends the wait for the database.
         if not self._with_database(self._register, stop_on=1):
+            logger.info("worker %s stopped (clean) before it registered", self.id)
             return 0
         self._build_units()
         self._units[2].due = time.monotonic() + _FIRST_FEED_WAIT
@@ -216,9 +224,8 @@ class Worker:
             self.processor.stop()
             if forced:
                 self._receive(0.0)  # outcomes that came in since the last turn
-            grace = _FINAL_REPORT_SECONDS if forced else settings.SCHEDULER_SHUTDOWN_GRACE
-            final_deadline = time.monotonic() + grace
-            if not self.completer.stop(grace):
+            final_deadline = time.monotonic() + _FINAL_REPORT_SECONDS
+            if not self.completer.stop(_FINAL_REPORT_SECONDS):
                 logger.warning("%d outcomes could not be reported", self._reporting.total())
             if not self._with_database(lambda: self._finish(forced), deadline=final_deadline):
                 held = self._held()
@@ -325,6 +332,7 @@ class Worker:
             self._own_signals += 1
         self.signals = max(self._own_signals, self._asked_by_worker)
         self.inbox.put(("signal", signum))
+        self._stops.put(signum)
         for listener in self.signal_listeners:
             listener(self.signals)
 
@@ -332,7 +340,12 @@ class Worker:
         def on_signal(signum: int, frame: FrameType | None) -> None:
             self.request_stop(signum)
 
-        signals = (signal.SIGTERM, signal.SIGINT, LANE_STOP, LANE_STOP_NOW)
+        # SIGHUP (the terminal or ssh session it was started from closed) as SIGTERM, unless
+        # it was started to ignore it (`nohup`): its default ended the worker on the spot,
+        # its jobs left `processing` until another worker's rescue ran them again.
+        signals = [signal.SIGTERM, signal.SIGINT, LANE_STOP, LANE_STOP_NOW]
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            signals.append(signal.SIGHUP)
         return {signum: signal.signal(signum, on_signal) for signum in signals}
 
     # --- the loop ----------------------------------------------------------------------------
@@ -353,13 +366,17 @@ class Worker:
             if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
                 logger.warning("shutdown grace period over with jobs still running")
                 return True
+            if self._done():
+                return False
             try:
                 wait = self._turn()
                 backoff.succeeded()
             except DATABASE_ERRORS as exc:
                 wait = backoff.failed()
                 logger.error(
-                    "database unavailable (%s); retrying in %.1f s", exc.__class__.__name__, wait
+                    "database unavailable (%s); retrying in %.1f s",
+                    error_summary(type(exc).__name__, str(exc)),
+                    wait,
                 )
                 self._lost_database()
                 continue
@@ -373,7 +390,10 @@ class Worker:
             WorkerRow.objects.filter(id=self.id).update(status=WorkerStatus.STOPPING)
         except DATABASE_ERRORS as exc:
             # Not waited for: the grace runs for the jobs, and `_finish` marks the row.
-            logger.error("database unavailable (%s): not marked stopping", exc)
+            logger.error(
+                "database unavailable (%s): not marked stopping",
+                error_summary(type(exc).__name__, str(exc)),
+            )
             self._lost_database()
 
     def _turn(self) -> float:
@@ -406,9 +426,9 @@ class Worker:
         if not stopping:
             self._claim()
 
-        busy = any(self._holdings())
-        if not busy and (stopping or self._quota_reached()):
+        if self._done():
             return -1
+        busy = any(self._holdings())
         if self.once and not busy and not self.scheduler:
             # Make sure nothing became due since the last feed before leaving.
             entries, _ = runnable_jobs(
@@ -536,6 +556,12 @@ class Worker:
 
     def _quota_reached(self) -> bool:
         return self.max_jobs is not None and self.claimed_total >= self.max_jobs
+
+    def _done(self) -> bool:
+        """Whether the loop may end: stopping or `--max-jobs` reached, and nothing held. Asked
+        before each turn too, which an outage fails: a worker stopped with nothing to finish
+        waited out the grace, then called its stop forced."""
+        return (self.signals > 0 or self._quota_reached()) and not any(self._holdings())
 
     def _claim(self, arriving: int = 0) -> None:
         """Claim the most urgent jobs of the scheduler, as many as `claim_room` allows, in one
@@ -671,18 +697,31 @@ class Worker:
             try:
                 action()
                 return True
+            except SchemaBehind as exc:
+                # The database answers: it is not an outage, and the cure is `migrate`.
+                delay = backoff.failed()
+                logger.warning("database not migrated: %s; checking again in %.1f s", exc, delay)
             except DATABASE_ERRORS as exc:
                 delay = backoff.failed()
-                logger.error("database unavailable (%s); retrying in %.1f s", exc, delay)
+                logger.error(
+                    "database unavailable (%s); retrying in %.1f s",
+                    error_summary(type(exc).__name__, str(exc)),
+                    delay,
+                )
                 self._lost_database()
-            if self.signals >= stop_on:
-                return False
+            wake = time.monotonic() + delay
             if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                delay = min(delay, left)
-            time.sleep(delay)
+                wake = min(wake, deadline)
+            self._wait_for_stop(wake, stop_on)
+            if self.signals >= stop_on or (deadline is not None and time.monotonic() >= deadline):
+                return False
+
+    def _wait_for_stop(self, until: float, stop_on: int) -> None:
+        """Sleep until `until` (monotonic), or only until the `stop_on`th stop is asked for."""
+        while self.signals < stop_on and (left := until - time.monotonic()) > 0:
+            # Each stop asked for wakes it, also one taken since the wait began.
+            with contextlib.suppress(Empty):
+                self._stops.get(timeout=left)
 
     def _lost_database(self) -> None:
         self._in_sight_since = None

@@ -83,7 +83,7 @@ def test_sigterm_finishes_the_running_job_claims_nothing_more_and_exits_0(start_
     assert row.status == WorkerStatus.STOPPED and row.stopped_at is not None
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_second_signal_stops_at_once_and_returns_running_jobs_to_pending(start_worker, signum):
     job = state.enqueue("sleep", {"seconds": 30})
     worker = start_worker()

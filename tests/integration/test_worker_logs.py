@@ -54,11 +54,11 @@ def test_each_failed_attempt_is_logged_with_its_error_and_what_comes_next(start_
     line = failure_of(worker, retried)
     attempt = JobAttempt.objects.get(job_id=retried["id"])
     first_line = f"{long_line.parent}/end of the first line"
-    quoted = first_line[:200]
+    quoted = f"{first_line[:200]}… ({len(first_line) - 200} characters cut)"
     next_retry_at = state.get_job(retried["id"])["next_retry_at"]
     assert line["message"] == (
         f"job {retried['id']} (fail_while_file_exists) attempt 1 of 3 failed: "
-        f"RuntimeError: {quoted}...; retry at {next_retry_at}"
+        f"RuntimeError: {quoted}; retry at {next_retry_at}"
     )
     assert (line["job_type"], line["attempt_id"], line["attempt_number"]) == (
         "fail_while_file_exists",

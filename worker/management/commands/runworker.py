@@ -54,7 +54,7 @@ def queue_slots(value: str) -> tuple[str, int]:
 
 
 class Command(BaseCommand):
-    help = "Run a worker: claim due jobs and run their handlers until SIGTERM or SIGINT."
+    help = "Run a worker: claim due jobs and run their handlers until SIGTERM, SIGINT or SIGHUP."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
