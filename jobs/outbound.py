@@ -18,6 +18,13 @@ Environment proxies (http_proxy...) are not used: the guard must see the real ta
 The timeout bounds the whole exchange, not each socket operation as urllib's does: a
 receiver that drips a byte every few seconds would otherwise hold a handler thread until
 the handler's own timeout abandons it (`_Deadline`).
+
+URLs may be IRIs (`https://例え.テスト/café`), as people write them: `sendable_url` is the one
+definition of a URL a request can be sent to, and of what it is sent as (its host through
+IDNA, the rest %-encoded as UTF-8). A webhook's URL is checked in full when it is saved. An
+`http_request` payload's schema states what a regular expression can
+(`SENDABLE_URL_PATTERN`: the scheme, no invisible character); its host, which only IDNA can
+judge, is checked when the request is sent.
 """
 
 from __future__ import annotations
@@ -25,24 +32,156 @@ from __future__ import annotations
 import functools
 import http.client
 import ipaddress
+import re
 import socket
+import string
 import threading
 import time
+import unicodedata
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
+import idna
 from django.conf import settings
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-# An http(s) URL that http.client will send: no control character or space anywhere (it
-# refuses them with InvalidURL, so every attempt would fail); write them %-encoded. A
-# lookahead rather than `[^...]+$`: Python's `$` also matches before a final newline.
-SENDABLE_URL_PATTERN = "^(?!.*[\\x00-\\x20\\x7f])https?://"
-SENDABLE_URL = "an http:// or https:// URL, spaces and control characters %-encoded"
+# The characters no URL holds as they are (Unicode's categories Cc, Zs, Zl, Zp and Cf, with
+# Cf's code points of Unicode 15 not yet assigned in Python 3.11's 14): controls and spaces,
+# which http.client refuses (every attempt would fail), and invisible formatting characters
+# (bidi overrides such as U+202E, zero-width characters, tags), which make a URL read as
+# another. Each is %-encoded in a path or query; no host name holds one. A test checks the
+# ranges against unicodedata.
+_UNWRITTEN_RANGES = (
+    (0x0000, 0x0020),
+    (0x007F, 0x00A0),
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x1680, 0x1680),
+    (0x180E, 0x180E),
+    (0x2000, 0x200F),
+    (0x2028, 0x202F),
+    (0x205F, 0x2064),
+    (0x2066, 0x206F),
+    (0x3000, 0x3000),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+)
+
+
+def _in_pattern(code_point: int) -> str:
+    # \uXXXX reads alike in Python's re, jsonschema-rs and ECMA 262 (JSON Schema's dialect);
+    # past U+FFFF no escape does, the character itself does.
+    return f"\\u{code_point:04x}" if code_point <= 0xFFFF else chr(code_point)
+
+
+_UNWRITTEN = "[{}]".format(
+    "".join(
+        _in_pattern(first) if first == last else f"{_in_pattern(first)}-{_in_pattern(last)}"
+        for first, last in _UNWRITTEN_RANGES
+    )
+)
+_SCHEME = "https?://"
+# What a payload's schema can state of `sendable_url`: the scheme, and no character no URL
+# holds as it is. A lookahead rather than `[^...]+$`: Python's `$` also matches before a
+# final newline.
+SENDABLE_URL_PATTERN = f"^(?!.*{_UNWRITTEN}){_SCHEME}"
+SENDABLE_URL = (
+    "an http:// or https:// URL without spaces, control characters or invisible formatting "
+    "characters such as U+202E (%-encode them)"
+)
+# A label of a host name written in ASCII: DNS's letters, digits and hyphens, and the
+# underscore of many service names.
+_ASCII_LABEL_CHARACTER = re.compile("[A-Za-z0-9_-]")
+_LONGEST_LABEL = 63
+
+
+class UnsendableURL(ValueError):
+    """No request can be sent to this URL; the message says why, to whoever wrote it."""
+
+
+def sendable_url(url: str) -> str:
+    """The URL a request to `url` is sent to: its host's labels beyond ASCII through IDNA
+    (UTS 46 mapping, then IDNA 2008, as browsers do: `faß.de` is not `fass.de`), every other
+    character beyond ASCII %-encoded as UTF-8, the %XX escapes written kept; an ASCII URL
+    is sent as written. Raises UnsendableURL naming what no request can carry."""
+    if not re.match(_SCHEME, url):
+        raise UnsendableURL("Enter an http:// or https:// URL.")
+    if unwritten := re.search(_UNWRITTEN, url):
+        raise UnsendableURL(
+            f"Must not hold {_named(unwritten.group())} (character {unwritten.start() + 1}): "
+            "spaces, control characters and invisible formatting characters cannot be sent "
+            "as they are; %-encode them in the path or query."
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - read for its ValueError: a port that is not a port number
+    except ValueError as error:
+        raise UnsendableURL(f"Its host or port cannot be read: {error}.") from None
+    userinfo, at, host_and_port = parts.netloc.rpartition("@")
+    # An IPv6 address ends at its "]" (urlsplit has checked it), a name at the port's ":".
+    bracketed = host_and_port.startswith("[")
+    host_end = host_and_port.index("]") + 1 if bracketed else len(host_and_port.split(":")[0])
+    host, port = host_and_port[:host_end], host_and_port[host_end:]
+    if not host:
+        raise UnsendableURL(f"Names no host after {parts.scheme}://.")
+    sent_host = host if bracketed else _ascii_host(host)
+    if url.isascii():
+        return url
+    rest = url[len(f"{parts.scheme}://{parts.netloc}") :]
+    return f"{parts.scheme}://{_escaped(userinfo)}{at}{sent_host}{port}{_escaped(rest)}"
+
+
+def _ascii_host(host: str) -> str:
+    """A host name as DNS is asked for it, or UnsendableURL."""
+    try:
+        labels = (host if host.isascii() else idna.uts46_remap(host, std3_rules=False)).split(".")
+        # A trailing dot (a fully qualified name) ends no label.
+        for label in labels[:-1] if len(labels) > 1 and not labels[-1] else labels:
+            if why := _ascii_label_problem(label):
+                raise UnsendableURL(f"Its host {host!r} {why}.")
+        return ".".join(
+            label if label.isascii() else idna.alabel(label).decode("ascii") for label in labels
+        )
+    except idna.IDNAError as error:
+        raise UnsendableURL(f"Its host {host!r} is not a name IDNA can encode: {error}.") from None
+
+
+def _ascii_label_problem(label: str) -> str | None:
+    """What is wrong with one label of a host name; beyond ASCII, IDNA judges the rest."""
+    if not label:
+        return "has an empty label"
+    if not label.isascii():
+        return None
+    if wrong := next((c for c in label if not _ASCII_LABEL_CHARACTER.match(c)), None):
+        return f"holds {wrong!r}, which no host name can"
+    if len(label) > _LONGEST_LABEL:
+        return f"has a label over {_LONGEST_LABEL} characters"
+    return None
+
+
+def _named(character: str) -> str:
+    return f"U+{ord(character):04X} {unicodedata.name(character, '')}".rstrip()
+
+
+def _escaped(text: str) -> str:
+    # Only what is beyond ASCII: the ASCII left is sent as written, % and its escapes too.
+    return quote(text, safe=string.punctuation)
 
 
 class TargetRefused(OSError):
@@ -69,7 +208,9 @@ def refusal(address: Address) -> str | None:
 
 def url_refusal(url: str) -> str | None:
     """Why a URL naming a literal address (or localhost) is refused, checked when a webhook
-    is saved; names are checked when connecting, since they may resolve differently then."""
+    is saved; names are checked when connecting, since they may resolve differently then.
+    `url` as sent (`sendable_url`): 127.0.0.1 written in full-width digits is 127.0.0.1
+    once IDNA has mapped it."""
     host = (urlsplit(url).hostname or "").strip("[]")
     if host == "localhost" or host.endswith(".localhost"):
         host = "127.0.0.1"

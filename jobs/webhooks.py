@@ -22,7 +22,6 @@ import hashlib
 import hmac
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -32,8 +31,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
 from django.db.models.signals import post_delete, post_migrate, post_save
 from django.dispatch import receiver
 
@@ -60,8 +57,6 @@ EVENT_PRIORITY = 3
 TEST_PRIORITY = 1
 # stats.updated fires after nearly every change; as a webhook it would only be noise.
 DELIVERABLE_EVENT_TYPES = tuple(t for t in EVENT_TYPES if t != STATS_UPDATED)
-
-_url_validator = URLValidator(schemes=["http", "https"])
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -104,8 +99,7 @@ def validate(url: Any, event_types: Any, secret: Any) -> dict[str, list[str]]:
 
 
 def _url_errors(url: str) -> list[str]:
-    # Before the validator, which calls a URL with an empty user name no URL at all.
-    with suppress(ValueError):  # an unclosed "[": the validator refuses it below
+    with suppress(ValueError):  # an unclosed "[": sendable_url names it below
         if "@" in urlsplit(url).netloc:
             return [
                 "Must not hold a user name or password (user:password@): deliveries do not "
@@ -113,13 +107,10 @@ def _url_errors(url: str) -> list[str]:
                 "signature."
             ]
     try:
-        _url_validator(url)
-    except ValidationError:
-        return ["Enter an http:// or https:// URL."]
-    # Django's validator lets control characters through; no delivery could send them.
-    if not re.search(outbound.SENDABLE_URL_PATTERN, url):
-        return [f"Must be {outbound.SENDABLE_URL}."]
-    if refused := outbound.url_refusal(url):
+        sent = outbound.sendable_url(url)
+    except outbound.UnsendableURL as unsendable:
+        return [str(unsendable)]
+    if refused := outbound.url_refusal(sent):
         return [f"Not allowed: {refused}."]
     return []
 

@@ -85,10 +85,11 @@ def send_email(job: JobContext) -> dict[str, Any]:
     timeout=310,
 )
 def http_request(job: JobContext) -> dict[str, Any]:
-    """Make an HTTP request (webhooks). A non-2xx answer (a redirect too: none is followed)
-    or a timeout fails the attempt, and so does a target on an internal network
-    (jobs/outbound.py); a 429 or 503 answer with a Retry-After is tried again when it says.
-    A webhook's delivery is not sent once its webhook is deleted."""
+    """Make an HTTP request (webhooks) to a URL that may be an IRI, sent encoded. A non-2xx
+    answer (a redirect too: none is followed) or a timeout fails the attempt, and so does a
+    target on an internal network or a host IDNA cannot encode (jobs/outbound.py); a 429 or
+    503 answer with a Retry-After is tried again when it says. A webhook's delivery is not
+    sent once its webhook is deleted."""
     payload = job.payload
     body = None
     headers = dict(payload.get("headers") or {})
@@ -100,8 +101,12 @@ def http_request(job: JobContext) -> dict[str, Any]:
     elif "json" in payload:
         body = json.dumps(payload["json"]).encode()
         headers.setdefault("Content-Type", "application/json")
-    request = urllib.request.Request(  # noqa: S310 - the schema allows http(s) only
-        payload["url"], data=body, headers=headers, method=payload.get("method", "POST")
+    try:
+        url = outbound.sendable_url(payload["url"])
+    except outbound.UnsendableURL as exc:
+        raise HandlerFailure(f"{payload['url']} cannot be sent: {exc}") from exc
+    request = urllib.request.Request(  # noqa: S310 - sendable_url allows http(s) only
+        url, data=body, headers=headers, method=payload.get("method", "POST")
     )
     try:
         with outbound.urlopen(request, timeout=payload.get("timeout", 10)) as response:

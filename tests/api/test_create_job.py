@@ -162,7 +162,8 @@ def test_an_http_request_to_a_url_no_request_could_carry_is_refused(operator_cli
     error = assert_error(post(operator_client, body), 400, "validation_error")
     assert error["details"] == {
         "payload.url": [
-            "Must be an http:// or https:// URL, spaces and control characters %-encoded."
+            "Must be an http:// or https:// URL without spaces, control characters or "
+            "invisible formatting characters such as U+202E (%-encode them)."
         ]
     }
     assert Job.objects.count() == 0

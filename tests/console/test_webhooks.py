@@ -381,8 +381,10 @@ def test_a_webhook_url_with_credentials_is_refused_without_repeating_them(url: s
     (message,) = refused.value.details["url"]
     assert "user name or password" in message and "hunter2" not in message
     assert not Webhook.objects.exists()
-    # Not a URL urlsplit can take apart: refused by the validator, not an exception.
-    assert validate_url("https://[::1@example.com/hook") == ["Enter an http:// or https:// URL."]
+    # Not a URL urlsplit can take apart: refused saying so, not an exception.
+    assert validate_url("https://[::1@example.com/hook") == [
+        "Its host or port cannot be read: Invalid IPv6 URL."
+    ]
     # An @ further on is no credential.
     create_webhook(
         url="https://example.com/hook?to=ops@example.com",
