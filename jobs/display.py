@@ -135,6 +135,31 @@ def table_for_script() -> dict[str, dict[str, Any]]:
     }
 
 
+# --- text on a page ----------------------------------------------------------------------------
+
+# Characters that reorder the text around them (bidirectional marks, embeddings, overrides and
+# isolates): printed as they are, a value passes for another ("\u202eevil" reads "live").
+# They are shown as their escapes, which JSON reads back as the same characters; what is
+# stored keeps them.
+_BIDI_CONTROLS = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_BIDI_ESCAPES = {code: f"\\u{code:04x}" for code in _BIDI_CONTROLS}
+
+
+def reveal_bidi(text: str) -> str:
+    """`text` with each bidirectional control shown as its `\\uXXXX` escape."""
+    return text.translate(_BIDI_ESCAPES)
+
+
+def _dumps(value: Any, **options: Any) -> str:
+    return reveal_bidi(json.dumps(value, ensure_ascii=False, **options))
+
+
+def editable_json(value: Any) -> str:
+    """The whole value as JSON to edit (indented, never elided): sent back unchanged, it
+    parses to the same value."""
+    return _dumps(value, indent=2)
+
+
 # --- JSON on a page ----------------------------------------------------------------------------
 
 # A payload or result is pretty-printed to this depth; deeper values are elided. Indentation
@@ -155,7 +180,8 @@ def shown_json(
     value: Any, *, max_depth: int = SHOWN_JSON_DEPTH, max_chars: int = SHOWN_JSON_CHARS
 ) -> ShownJson:
     """`json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)` while that stays
-    within `max_depth` levels and `max_chars` characters; beyond them, elided, and said so."""
+    within `max_depth` levels and `max_chars` characters; beyond them, elided, and said so.
+    Bidirectional controls are shown as escapes (`reveal_bidi`)."""
     printer = _Printer(max_depth)
     pieces: list[str] = []
     size = 0
@@ -176,7 +202,7 @@ class _Printer:
 
     def pieces(self, value: Any, depth: int) -> Iterator[str]:
         if not (isinstance(value, dict | list) and value):
-            yield json.dumps(value, ensure_ascii=False)
+            yield _dumps(value)
             return
         opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
         if depth >= self.max_depth:
@@ -187,7 +213,7 @@ class _Printer:
         yield opening
         if isinstance(value, dict):
             for index, key in enumerate(sorted(value)):
-                yield ("," if index else "") + inner + json.dumps(key, ensure_ascii=False) + ": "
+                yield ("," if index else "") + inner + _dumps(key) + ": "
                 yield from self.pieces(value[key], depth + 1)
         else:
             for index, item in enumerate(value):

@@ -971,8 +971,9 @@ def purge(job_id: uuid.UUID) -> None:
         raise _refusal(job_id, "purge")
 
 
-def purge_many(job_ids: Sequence[uuid.UUID] | None) -> int:
-    """Purge those of `job_ids` that are in the DLQ, or the whole DLQ when None."""
+def purge_many(job_ids: Sequence[uuid.UUID] | None, *, emptied: bool = False) -> int:
+    """Purge those of `job_ids` that are in the DLQ, or the whole DLQ when None; `emptied`:
+    the audit log records it as the DLQ emptied."""
     with transaction.atomic():
         # Only locked DLQ jobs are targets: a refused purge (the job is not in the DLQ) must
         # not cancel the dependents of a job that stays, nor may a job retried meanwhile.
@@ -981,15 +982,17 @@ def purge_many(job_ids: Sequence[uuid.UUID] | None) -> int:
             in_dlq = in_dlq.filter(id__in=list(job_ids))
         targets = list(in_dlq.values_list("id", flat=True))
         if targets and audit.active():
-            _audit_purge(targets, emptied=job_ids is None)
+            _audit_purge(targets, emptied=emptied)
         dependents = _cancel_dependents(targets, "was purged from the dead-letter queue")
         purged = int(fetch("purge_dlq_jobs", {"job_ids": targets})[0]["purged"])
         notifier.emit_after_commit([("job.cancelled", j) for j in dependents], counts_changed=True)
     return purged
 
 
-def empty_dlq() -> int:
-    return purge_many(None)
+def empty_dlq(confirmed: Sequence[uuid.UUID] | None = None) -> int:
+    """Purge the whole DLQ, or of it the dead letters an operator confirmed (those still
+    there): the console's confirmation counts them, and what arrived since stays."""
+    return purge_many(confirmed, emptied=True)
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -6,15 +6,15 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from django.conf import settings
 from django.db.models import Max, Min, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from jobs import stats
-from jobs.display import STATES, job_display_state
+from jobs import bulk, stats
+from jobs.display import STATES, job_display_state, reveal_bidi
 from jobs.models import (
     Job,
     JobDependency,
@@ -305,10 +305,16 @@ def job_graph(job: Job) -> JobGraph:
     )
 
 
-def bulk_retry_targets(ids: list[uuid.UUID] | None) -> QuerySet[Job]:
-    """The DLQ jobs a bulk retry would take: the selected ones, or the whole DLQ."""
-    jobs = dlq_jobs()
-    return jobs if ids is None else jobs.filter(id__in=ids)
+def confirmed_dlq(as_of: datetime) -> QuerySet[Job]:
+    """The whole DLQ as a confirmation page shown at `as_of` counts it, newest first: only
+    the dead letters unchanged since, by the bulk actions' rule (`bulk.Selection`)."""
+    return bulk.Selection(query={}, dlq=True, as_of=as_of).jobs().order_by("-updated_at")
+
+
+def bulk_retry_targets(ids: list[uuid.UUID] | None, as_of: datetime) -> QuerySet[Job]:
+    """The DLQ jobs a bulk retry would take: the selected ones, or the whole DLQ as of
+    `as_of`."""
+    return confirmed_dlq(as_of) if ids is None else dlq_jobs().filter(id__in=ids)
 
 
 # --- the running configuration ----------------------------------------------------------------
@@ -327,31 +333,51 @@ _SHOWN_SETTINGS = (
     "LOG_LEVEL",
 )
 _SHOWN_PREFIXES = ("API_", "SCHEDULER_", "CONSOLE_", "SSE_", "WEBHOOK")
-_SECRET_WORDS = ("SECRET", "PASSWORD", "TOKEN", "PRIVATE", "CREDENTIAL")
+# A setting, or a query parameter of a URL (redis-py and libpq read a password there too), whose
+# name holds one of these words holds a secret.
+_SECRET_WORDS = ("SECRET", "PASS", "TOKEN", "KEY", "PRIVATE", "CREDENTIAL")
 # A name ending so says how much or how often (`API_TOKEN_FAILURE_LIMIT`), never a secret.
 _QUANTITY_ENDINGS = ("_LIMIT", "_SECONDS", "_SIZE", "_BYTES", "_COUNT", "_INTERVAL", "_TIMEOUT")
 
 
-def mask_value(name: str, value: object) -> str:
-    """A setting as the Settings page may show it: secrets hidden, URL passwords blanked."""
+def _names_a_secret(name: str) -> bool:
     name = name.upper()
-    if any(word in name for word in _SECRET_WORDS) and not name.endswith(_QUANTITY_ENDINGS):
+    return any(word in name for word in _SECRET_WORDS) and not name.endswith(_QUANTITY_ENDINGS)
+
+
+def mask_value(name: str, value: object) -> str:
+    """A setting as the Settings page may show it: secrets hidden, a URL's passwords masked,
+    bidirectional controls shown as escapes (`display.reveal_bidi`)."""
+    if _names_a_secret(name):
         return MASK if value else "(not set)"
     text = ", ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
     if not text:
         return "(empty)"
+    return reveal_bidi(_masked_url(text))
+
+
+def _masked_url(text: str) -> str:
+    """`text` as written, but for the password of its user info and the values of its secret
+    query parameters, when it is a URL. The rest is left as it is: rebuilt from its parts, a
+    URL lost the brackets of an IPv6 host, and `unix:///path` its slashes."""
     try:
         parts = urlsplit(text)
-        password = parts.password
     except ValueError:
         return text
-    if password:
-        user = parts.username or ""
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        netloc = f"{user}:{MASK}@{host}{port}"
-        return urlunsplit(parts._replace(netloc=netloc))
-    return text
+    shown = text
+    if parts.password:
+        user_info, _, host = parts.netloc.rpartition("@")
+        user = user_info.partition(":")[0]
+        shown = shown.replace(f"//{parts.netloc}", f"//{user}:{MASK}@{host}", 1)
+    if parts.query:
+        query = "&".join(map(_masked_parameter, parts.query.split("&")))
+        shown = shown.replace(f"?{parts.query}", f"?{query}", 1)
+    return shown
+
+
+def _masked_parameter(parameter: str) -> str:
+    name, _, value = parameter.partition("=")
+    return f"{name}={MASK}" if value and _names_a_secret(unquote_plus(name)) else parameter
 
 
 def running_configuration() -> list[tuple[str, str]]:

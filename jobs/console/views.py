@@ -106,6 +106,14 @@ def _filter_params(query: QueryDict) -> QueryDict:
     return params
 
 
+def _page_number(query: QueryDict) -> int:
+    """The page of a list to show: the first unless `page` is a number from 1 (a page past
+    the last is the last, from `get_page`). Django's `get_page` shows the last page for a
+    number below 1 too, which over an estimated count means counting every match first."""
+    number = query.get("page", "")
+    return int(number) if number.isdecimal() and int(number) >= 1 else 1
+
+
 _ORDERING_LABELS = {"virtual_deadline": "run order (virtual deadline)"}
 
 
@@ -124,7 +132,7 @@ def ledger(request: ConsoleRequest) -> HttpResponse:
     paginator = BoundedCountPaginator(
         filterset.qs if valid else Job.objects.none(), request.preferences.page_size
     )
-    page_obj = paginator.get_page(request.GET.get("page"))
+    page_obj = paginator.get_page(_page_number(request.GET))
     ordering = request.GET.get("ordering", "")
     return page(
         request,
@@ -297,7 +305,9 @@ def _render_job(
             end_label="DLQ",
             end_at=job.updated_at,
         )
-        context["edit_form"] = PayloadForm.editing(job.payload) if edit_form is None else edit_form
+        if edit_form is None:
+            edit_form = PayloadForm(initial={"payload": display.editable_json(job.payload)})
+        context["edit_form"] = edit_form
         return page(request, "console/dlq_detail.html", context, status=status)
     context["explanation"] = explain(job.id)
     return page(request, "console/job_detail.html", context, status=status)
@@ -396,7 +406,7 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
         request.preferences.page_size,
         known_count=None if narrowed else current_stats()["dlq"],
     )
-    page_obj = paginator.get_page(request.GET.get("page"))
+    page_obj = paginator.get_page(_page_number(request.GET))
     tz = user_time_zone(request.preferences)
     return page(
         request,
@@ -462,6 +472,14 @@ def _selection(data: QueryDict, *, dlq: bool) -> bulk.Selection:
     )
 
 
+def _as_of(data: QueryDict) -> datetime | None:
+    """When the confirmation page whose form this is counted what it acts on."""
+    try:
+        return parse_datetime(data.get("as_of", ""))
+    except ValueError:
+        return None
+
+
 @console_view(methods=ANY, operator=True)
 def bulk_action(request: ConsoleRequest, action: str) -> HttpResponse:
     """ "Retry / cancel / purge all N matching": a page with the exact count, then a POST
@@ -472,7 +490,7 @@ def bulk_action(request: ConsoleRequest, action: str) -> HttpResponse:
     if action not in bulk.ACTIONS:
         raise Http404(f"No bulk action {action!r}.")
     if request.method == "POST":
-        as_of = parse_datetime(data.get("as_of", ""))
+        as_of = _as_of(data)
         confirmed = data.get("confirmed", "")
         if as_of is None or not confirmed.isdigit():
             messages.warning(request, "Count the matching jobs first.")
@@ -483,8 +501,10 @@ def bulk_action(request: ConsoleRequest, action: str) -> HttpResponse:
             request, f"Bulk {action} of {confirmed} job(s) started; its log shows the progress."
         )
         return redirect("console:job-detail", job_id=job["id"])
+    # Counted as of the moment the action will take, so nothing can come between the two.
+    as_of = timezone.now()
     try:
-        count = bulk.count(action, selection)
+        count = bulk.count(action, dataclasses.replace(selection, as_of=as_of))
     except state.JobValidationError:
         messages.warning(request, "Fix the filters first.")
         return redirect("console:ledger")
@@ -497,7 +517,7 @@ def bulk_action(request: ConsoleRequest, action: str) -> HttpResponse:
             "verb": bulk.ACTIONS[action].verb,
             "count": count,
             "hidden": hidden,
-            "as_of": timezone.now().isoformat(),
+            "as_of": as_of.isoformat(),
             "danger": action != "retry",
             "back": reverse("console:dlq" if dlq else "console:ledger") + "?" + data.urlencode(),
         },
@@ -542,6 +562,30 @@ def _selected_ids(data: QueryDict) -> list[uuid.UUID] | None:
     return ids
 
 
+# "Retry all" and "Empty the DLQ" take the dead letters their confirmation page counted: those
+# unchanged since it was shown (its form's `as_of`), as the bulk actions do, never one that
+# arrived while the operator read the page.
+
+
+def _unconfirmed(request: ConsoleRequest, confirmation: str) -> HttpResponse:
+    # A form without its page's moment (a page older than this rule, a hand-made request)
+    # cannot say what the operator counted.
+    messages.warning(request, "Nothing was done: confirm here, where the count is taken now.")
+    return redirect(confirmation)
+
+
+def _newer_left() -> str:
+    """After an action on the whole DLQ as confirmed: the dead letters it left, which all
+    arrived after the confirmation page."""
+    left = current_stats()["dlq"]
+    if not left:
+        return ""
+    return (
+        f" {left} newer dead letter(s), which arrived after the confirmation page, were left "
+        "in the queue."
+    )
+
+
 @console_view(methods=ANY, operator=True)
 def dlq_bulk_retry(request: ConsoleRequest) -> HttpResponse:
     data = request.POST if request.method == "POST" else request.GET
@@ -550,15 +594,20 @@ def dlq_bulk_retry(request: ConsoleRequest) -> HttpResponse:
         messages.warning(request, "Select the jobs to retry first.")
         return redirect("console:dlq")
     if request.method == "POST":
-        targets = (
-            ids if ids is not None else list(selectors.dlq_jobs().values_list("id", flat=True))
-        )
+        targets = ids
+        if targets is None:
+            as_of = _as_of(data)
+            if as_of is None:
+                return _unconfirmed(request, reverse("console:dlq-retry") + "?all=1")
+            targets = list(selectors.confirmed_dlq(as_of).values_list("id", flat=True))
         retried = state.retry_many_from_dlq(targets)
         moved = len(targets) - len(retried)
         note = f" {moved} had already left the dead-letter queue." if moved else ""
-        messages.success(request, f"{len(retried)} job(s) back to pending.{note}")
+        left = _newer_left() if ids is None else ""
+        messages.success(request, f"{len(retried)} job(s) back to pending.{note}{left}")
         return redirect("console:dlq")
-    targets_qs = selectors.bulk_retry_targets(ids)
+    as_of = timezone.now()
+    targets_qs = selectors.bulk_retry_targets(ids, as_of)
     return page(
         request,
         "console/confirm.html",
@@ -569,6 +618,7 @@ def dlq_bulk_retry(request: ConsoleRequest) -> HttpResponse:
             "sample": list(targets_qs[:20]),
             "ids": [str(i) for i in ids] if ids is not None else [],
             "all": ids is None,
+            "as_of": as_of.isoformat(),
             "action": reverse("console:dlq-retry"),
             "confirm_label": "Retry now",
             "danger": False,
@@ -579,10 +629,16 @@ def dlq_bulk_retry(request: ConsoleRequest) -> HttpResponse:
 @console_view(methods=ANY, operator=True)
 def dlq_empty(request: ConsoleRequest) -> HttpResponse:
     if request.method == "POST":
-        purged = state.empty_dlq()
-        messages.success(request, f"Dead-letter queue emptied: {purged} job(s) purged.")
+        as_of = _as_of(request.POST)
+        if as_of is None:
+            return _unconfirmed(request, reverse("console:dlq-empty"))
+        purged = state.empty_dlq(list(selectors.confirmed_dlq(as_of).values_list("id", flat=True)))
+        left = _newer_left()
+        emptied = "" if left else "Dead-letter queue emptied: "
+        messages.success(request, f"{emptied}{purged} job(s) purged.{left}")
         return redirect("console:dlq")
-    jobs = selectors.dlq_jobs()
+    as_of = timezone.now()
+    jobs = selectors.confirmed_dlq(as_of)
     return page(
         request,
         "console/confirm.html",
@@ -593,6 +649,7 @@ def dlq_empty(request: ConsoleRequest) -> HttpResponse:
             "count": jobs.count(),
             "sample": list(jobs[:20]),
             "all": True,
+            "as_of": as_of.isoformat(),
             "action": reverse("console:dlq-empty"),
             "confirm_label": "Purge them all",
             "danger": True,

@@ -429,7 +429,9 @@ def test_bulk_retry_asks_for_confirmation_first(as_operator: Client) -> None:
     assert list(Job.objects.filter(in_dlq=True).values_list("id", flat=True)) == [
         uuid.UUID(third["id"])
     ]
-    everything = as_operator.post("/dlq/retry", {"all": "1"}, follow=True)
+    whole = as_operator.get("/dlq/retry", {"all": "1"})
+    form = {"all": "1", "as_of": whole.context["as_of"]}
+    everything = as_operator.post("/dlq/retry", form, follow=True)
     assert "1 job(s) back to pending" in text(everything)
     assert not Job.objects.filter(in_dlq=True).exists()
 
@@ -440,7 +442,7 @@ def test_empty_dlq_asks_for_confirmation_first(as_operator: Client) -> None:
     confirm = as_operator.get("/dlq/empty")
     assert "<strong>2</strong> jobs" in text(confirm) and "cannot be undone" in text(confirm)
     assert Job.objects.count() == 3
-    response = as_operator.post("/dlq/empty", follow=True)
+    response = as_operator.post("/dlq/empty", {"as_of": confirm.context["as_of"]}, follow=True)
     assert "2 job(s) purged" in text(response)
     assert list(Job.objects.values_list("id", flat=True)) == [uuid.UUID(kept["id"])]
 
