@@ -9,7 +9,7 @@ from typing import Any
 
 from django import forms
 
-from jobs import limits
+from jobs import display, limits
 from jobs.models import LimitScope, RecurInterval, Theme, UserPreference
 from jobs.recurrence import zone_names
 from jobs.registry import registry
@@ -70,8 +70,9 @@ class PayloadForm(forms.Form):
 
     @classmethod
     def editing(cls, payload: Any) -> PayloadForm:
-        """The form holding a stored payload, whole (never elided) and indented."""
-        return cls(initial={"payload": json.dumps(payload, indent=2, ensure_ascii=False)})
+        """The form holding a stored payload, whole (never elided) and indented, its bidi
+        controls written as escapes (`display.editable_json`)."""
+        return cls(initial={"payload": display.editable_json(payload)})
 
     def clean_payload(self) -> Any:
         text = self.cleaned_data["payload"]

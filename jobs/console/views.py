@@ -306,7 +306,7 @@ def _render_job(
             end_at=job.updated_at,
         )
         if edit_form is None:
-            edit_form = PayloadForm(initial={"payload": display.editable_json(job.payload)})
+            edit_form = PayloadForm.editing(job.payload)
         context["edit_form"] = edit_form
         return page(request, "console/dlq_detail.html", context, status=status)
     context["explanation"] = explain(job.id)
