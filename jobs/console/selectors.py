@@ -9,8 +9,8 @@ from typing import Literal
 from urllib.parse import unquote_plus, urlsplit
 
 from django.conf import settings
-from django.db.models import Max, Min, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import Count, F, Max, Min, QuerySet, TextField, Window
+from django.db.models.functions import Cast, RowNumber
 from django.utils import timezone
 
 from jobs import bulk, stats
@@ -133,7 +133,12 @@ def _duration(span: timedelta) -> str:
 class NodeHealth:
     worker: Worker
     stale: bool
+    # The oldest CURRENT_JOBS_SHOWN of the jobs it holds in processing, and how many more.
     current_jobs: list[Job]
+    more_jobs: int
+
+
+CURRENT_JOBS_SHOWN = 5
 
 
 def node_health(limit: int = 12) -> list[NodeHealth]:
@@ -148,11 +153,20 @@ def node_health(limit: int = 12) -> list[NodeHealth]:
             .filter(heartbeat_at__gte=now - timedelta(hours=1))
             .order_by("-heartbeat_at")[: limit - len(workers)]
         )
-    # A worker's current job is derived: the jobs it holds in processing.
+    # A worker's current jobs are derived: those it holds in processing. With its prefetch it
+    # may hold thousands; this panel is refetched every few hundred milliseconds, so it
+    # reads the oldest few of each and counts the rest.
+    held = Job.objects.filter(status=JobStatus.PROCESSING, worker_id__in=[w.id for w in workers])
+    counts = dict(held.values_list("worker_id").annotate(n=Count("id")).order_by())
     current: dict[uuid.UUID, list[Job]] = {}
-    for job in Job.objects.filter(
-        status=JobStatus.PROCESSING, worker_id__in=[w.id for w in workers]
-    ).order_by("started_at"):
+    for job in (
+        held.only("id", "type", "worker_id", "started_at")
+        .annotate(
+            place=Window(RowNumber(), partition_by=F("worker_id"), order_by=["started_at", "id"])
+        )
+        .filter(place__lte=CURRENT_JOBS_SHOWN)
+        .order_by("started_at", "id")
+    ):
         assert job.worker_id is not None  # noqa: S101 - filtered on it
         current.setdefault(job.worker_id, []).append(job)
     return [
@@ -160,6 +174,7 @@ def node_health(limit: int = 12) -> list[NodeHealth]:
             worker=w,
             stale=w.status in live and w.heartbeat_at < stale_before,
             current_jobs=current.get(w.id, []),
+            more_jobs=counts.get(w.id, 0) - len(current.get(w.id, [])),
         )
         for w in workers
     ]
