@@ -15,6 +15,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from jobs.display import reveal_bidi
+
 # The retry timeline's natural width (px): the CSS lets it shrink, down to a floor, never grow.
 WIDE = 960
 
@@ -59,7 +61,9 @@ def bar_chart(
     row = 36
     top = max(value for _, value in items) or 1
     body = []
-    for index, (label, value) in enumerate(items):
+    for index, (written, value) in enumerate(items):
+        # Labels are error signatures and types: text job code and users wrote.
+        label = reveal_bidi(written)
         y = index * row
         body.append(
             format_html(

@@ -8,13 +8,14 @@ import html
 import json
 import re
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
 
 from jobs.console.selectors import MASK, mask_value
 from jobs.display import shown_json
-from jobs.models import Job
+from jobs.models import Job, Webhook
 
 from .helpers import dead_letter
 
@@ -117,3 +118,27 @@ def test_a_spoofing_payload_reads_as_it_is_on_the_job_and_dlq_pages_and_stays_st
     job = Job.objects.get(id=dead["id"])
     assert not job.in_dlq and job.payload == {"user": SPOOFED}
     assert "\u202e" not in text(as_operator.get(f"/jobs/{dead['id']}"))
+
+
+def test_a_spoofing_error_or_webhook_url_reads_as_it_is_on_every_page_showing_it(
+    as_operator: Client,
+) -> None:
+    """Errors are job code's text, and webhooks saved before their URLs were checked for
+    bidi controls may hold one: the DLQ, its detail and confirmation pages and the settings
+    page show them as escapes."""
+    dead = dead_letter("noop", error=f"refused by {SPOOFED}")
+    Webhook.objects.create(url=f"https://example.com/{SPOOFED}", event_types=["job.failed"])
+    signature = Job.objects.get(id=dead["id"]).error_signature
+    pages = {
+        "dlq": "/dlq",
+        "dlq group": "/dlq?" + urlencode({"signature": signature}),
+        "detail": f"/dlq/{dead['id']}",
+        "confirm": "/dlq/empty",
+        "settings": "/settings",
+        "dashboard": "/",
+    }
+    for name, url in pages.items():
+        # A form's hidden field carries the signature back as stored: it is not shown.
+        body = re.sub(r'<input type="hidden"[^>]*>', "", text(as_operator.get(url)))
+        assert "\u202e" not in body, name
+        assert "\\u202eevil\\u202c" in body, name
