@@ -9,6 +9,7 @@ user look at jobs, the DLQ, attempts and logs.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -53,6 +54,9 @@ from .selectors import BoundedCountPaginator
 
 # A job's change page shows at most this many of its newest log lines...
 LOG_LINES_SHOWN = 200
+# ...of its newest attempts (twice the most a job may ask for: more come only from claims
+# handed back or rescued)...
+ATTEMPTS_SHOWN = 20
 # ...and of its upstream jobs (a fan-in waits for up to `state.MAX_UPSTREAM`).
 UPSTREAM_SHOWN = 50
 # The purge confirmation lists this many of the selected jobs by name.
@@ -60,6 +64,8 @@ PURGE_LISTED = 50
 # The stylesheet of the marks `JobAdmin.status_label` and `WorkerAdmin.heartbeat` put on a
 # state (a class each: the CSP blocks style attributes).
 _MARKS_CSS = {"all": ["jobs/admin.css"]}
+# The hex digits of the beginning of a job's id, its dashes left out.
+_ID_DIGITS = re.compile(r"[0-9a-f]{1,32}")
 
 
 def _can_view_jobs(request: HttpRequest) -> bool:
@@ -157,9 +163,45 @@ class _ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
         return _can_view_jobs(request)
 
 
-class JobAttemptInline(_ReadOnlyInline):
+class _NewestRowsInline(_ReadOnlyInline):
+    """A job's newest rows, at most `shown` of them, found by the model's index on
+    `(job_id, newest_by)` and then read by the formset by their ids and that index's range.
+
+    Both reads are bounded whatever the planner believes. Asked for inside the formset's
+    query (`id IN (... LIMIT n)`, the formset adding its own `job_id` filter), the newest
+    rows of a job missing from the statistics, so taken for a job of one row, were found by
+    comparing each of its 100,000 log lines with each of the 200 newest: 5 s."""
+
+    shown: int
+    newest_by: str
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request)
+        job_id = _shown_job_id(request)
+        if job_id is None:
+            return queryset
+        # The index's order alone: with the id as a tie-break, a planner that takes the job
+        # for a small one sorts all of its rows.
+        newest = list(
+            self.model._default_manager.filter(job_id=job_id)
+            .order_by(f"-{self.newest_by}")
+            .values_list("id", self.newest_by)[: self.shown]
+        )
+        if not newest:
+            return queryset.none()
+        # The oldest row shown bounds the range too: by the ids alone, the formset's query
+        # may read every row of the job by its `job_id` to pick them out.
+        oldest_shown = newest[-1][1]
+        return queryset.filter(
+            id__in=[row_id for row_id, _ in newest], **{f"{self.newest_by}__gte": oldest_shown}
+        )
+
+
+class JobAttemptInline(_NewestRowsInline):
     model = JobAttempt
-    verbose_name_plural = "attempts (oldest first)"
+    shown = ATTEMPTS_SHOWN
+    newest_by = "started_at"
+    verbose_name_plural = f"attempts (newest {ATTEMPTS_SHOWN}, oldest first)"
     fields = readonly_fields = (
         "attempt_number",
         "status",
@@ -174,23 +216,13 @@ class JobAttemptInline(_ReadOnlyInline):
     ordering = ("attempt_number", "started_at")
 
 
-class JobLogInline(_ReadOnlyInline):
+class JobLogInline(_NewestRowsInline):
     model = JobLog
+    shown = LOG_LINES_SHOWN
+    newest_by = "created_at"
     verbose_name_plural = f"logs (newest {LOG_LINES_SHOWN} lines)"
     fields = readonly_fields = ("created_at", "level", "message", "attempt")
     ordering = ("created_at", "id")
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[JobLog]:
-        queryset = super().get_queryset(request)
-        job_id = _shown_job_id(request)
-        if job_id is None:
-            return queryset
-        newest = (
-            JobLog.objects.filter(job_id=job_id)
-            .order_by("-created_at", "-id")
-            .values("id")[:LOG_LINES_SHOWN]
-        )
-        return queryset.filter(id__in=newest)
 
 
 class JobDependencyInline(_ReadOnlyInline):
@@ -238,17 +270,36 @@ class JobDependencyInline(_ReadOnlyInline):
         return str(JobStatus(dependency.depends_on.status).label)
 
 
-class JobChangeList(ChangeList):
-    """A list of jobs that sorts only by the columns an index holds in order (`sortable_by`),
-    and by those as `GET /jobs` sorts (`jobs.filters.list_order`), so that a page reads the
-    index: with Django's tie-break (`-pk` after the column), a sort by priority over a month
-    of history sorted every job, 0.5 s a page, and a sort by worker 0.54 s."""
+def _jobs_beginning_with(term: str) -> Q:
+    """Jobs whose id or type begins with `term`, in any case, found by index look-ups. The
+    types are matched here, among the registered ones: `UPPER(type) LIKE 'TERM%'` holds no
+    index and read every job, 0.65-0.73 s at a million. The beginning of an id is a range of
+    the primary key, from the digits padded with 0s to the digits padded with fs."""
+    lowered = term.lower()
+    # No type matching is no job of a type (`type IN ()`: Django asks the database nothing).
+    found = Q(type__in=[name for name in registry.names() if name.lower().startswith(lowered)])
+    digits = lowered.replace("-", "")
+    if _ID_DIGITS.fullmatch(digits):
+        found |= Q(id__range=tuple(uuid.UUID(digits.ljust(32, pad)) for pad in "0f"))
+    return found
+
+
+class SortableByChangeList(ChangeList):
+    """A list that sorts only by its `sortable_by` columns (those an index holds in order),
+    also when another is asked for by hand in the query string (`?o=`): Django only stops
+    offering the others."""
 
     def get_ordering_field(self, field_name: Callable[..., Any] | str) -> Any:
-        # Also for a column asked for by hand in the query string (`?o=`).
         if self.sortable_by is not None and field_name not in self.sortable_by:
             return None
         return super().get_ordering_field(field_name)
+
+
+class JobChangeList(SortableByChangeList):
+    """A list of jobs sorted by its columns as `GET /jobs` sorts (`jobs.filters.list_order`),
+    so that a page reads the column's index: with Django's tie-break (`-pk` after the
+    column), a sort by priority over a month of history sorted every job, 0.5 s a page, and
+    a sort by worker 0.54 s."""
 
     def get_ordering(self, request: HttpRequest, queryset: QuerySet[Any]) -> list[Any]:
         ordering = super().get_ordering(request, queryset)
@@ -279,7 +330,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["status", JobTypeFilter, PriorityFilter, "in_dlq", "recur_interval"]
     sortable_by = ("id", "priority", "scheduled_at", "created_at")
     search_fields = ("type",)
-    search_help_text = "A job's full id, or a job type."
+    search_help_text = "The beginning of a job's id (with or without dashes), or of a job type."
     list_select_related = ("worker",)
     list_per_page = 50
     # Skips a COUNT(*) of the whole table on every filtered page.
@@ -361,10 +412,7 @@ class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
-        try:
-            return queryset.filter(id=uuid.UUID(term)), False
-        except ValueError:
-            return queryset.filter(type__istartswith=term), False
+        return queryset.filter(_jobs_beginning_with(term)), False
 
     @admin.display(description="status", ordering="status")
     def status_label(self, job: Job) -> str:
@@ -814,6 +862,9 @@ class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     newest entries by `audit_log_at_idx` and never counts or scans the whole log."""
 
     list_display = ("at", "username", "source", "address", "action", "target", "count")
+    # By time alone, which `audit_log_at_idx` holds in order: sorted by another column (the
+    # username, the action...), every page sorted the whole log, 0.42-0.5 s at 500,000.
+    sortable_by = ("at",)
     list_filter = (AuditPeriodFilter, AuditActionFilter, "source")
     search_fields = ("target",)
     search_help_text = "An exact target: a job id, webhook 3, queue emails, 12 jobs."
@@ -833,6 +884,9 @@ class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "after_json",
     )
     readonly_fields = fields
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return SortableByChangeList
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str

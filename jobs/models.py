@@ -652,6 +652,10 @@ class AuditEntry(models.Model):
         indexes = [
             models.Index(fields=["-at", "-id"], name="audit_log_at_idx"),
             models.Index(fields=["target", "-at"], name="audit_log_target_idx"),
+            # The admin's and the console's filters by action and by source: a rare one
+            # (`queue_pause`, `token_revoke`) walked the log from its newest entry on.
+            models.Index(fields=["action", "-id"], name="audit_log_action_idx"),
+            models.Index(fields=["source", "-id"], name="audit_log_source_idx"),
         ]
 
     def __str__(self) -> str:
