@@ -742,7 +742,9 @@ class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 class WebhookForm(forms.ModelForm):
-    url = forms.URLField(max_length=500, assume_scheme="https")
+    # Checked by webhooks.validate (clean), as the API and the console check it: Django's
+    # URLField refused a host without a dot and took what no request could be sent to.
+    url = forms.CharField(max_length=500, widget=forms.URLInput)
     event_types = forms.MultipleChoiceField(
         choices=[(t, t) for t in webhooks.DELIVERABLE_EVENT_TYPES],
         widget=forms.CheckboxSelectMultiple,

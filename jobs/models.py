@@ -598,7 +598,9 @@ class UserPreference(models.Model):
 class Webhook(models.Model):
     """A notification endpoint; each delivery is an `http_request` job."""
 
-    url = models.URLField(max_length=500)
+    # What a request can be sent to is `jobs.webhooks.validate`'s rule (`outbound.sendable_url`),
+    # not Django's URLValidator, which refuses a host without a dot.
+    url = models.CharField(max_length=500)
     event_types = models.JSONField(default=list)
     secret = models.CharField(max_length=200)
     is_active = models.BooleanField(default=True)

@@ -620,3 +620,24 @@ def test_the_webhook_admin_refuses_credentials_in_the_url_and_a_secret_typed_wit
     assert "user name or password" in errors["url"][0]
     assert "begin or end with whitespace" in errors["secret"][0]
     assert not Webhook.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "url", ["https://例え.テスト/café", "http://receiver:8080/hook", "https://hooks.example/a b"]
+)
+def test_the_admin_takes_and_refuses_webhook_urls_as_the_api_and_the_console_do(
+    superuser_client: Client, url: str
+) -> None:
+    from jobs import webhooks
+
+    refused = webhooks.validate(url, ["job.failed"], "hunter2-hunter2").get("url")
+    response = superuser_client.post(
+        "/admin/jobs/webhook/add/",
+        {"url": url, "event_types": ["job.failed"], "secret": "hunter2-hunter2"},
+    )
+    if refused:
+        assert response.status_code == 200
+        assert response.context["adminform"].form.errors["url"] == refused
+    else:
+        assert response.status_code == 302, response.context["adminform"].form.errors
+        assert Webhook.objects.get().url == url
