@@ -3,6 +3,8 @@ database, the test-only job types, and a table where handlers record each execut
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -99,11 +101,39 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
+        """Kill the worker, then wait for its lanes: each gets SIGTERM when its parent dies
+        and stops on its own, writing its row as it goes. Left running, one held a lock on
+        `workers` while the test database was flushed, which PostgreSQL ended as a deadlock."""
         if self.popen.poll() is None:
+            lanes = self._children()
             self.popen.send_signal(signal.SIGCONT)
             self.popen.kill()
             self.popen.wait(10)
+            deadline = time.monotonic() + 15
+            while lanes and time.monotonic() < deadline:
+                lanes = [pid for pid in lanes if _alive(pid)]
+                time.sleep(0.05)
+            for pid in lanes:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         self._log.close()
+
+    def _children(self) -> list[int]:
+        """The worker's child processes (its lanes), from every thread's list in /proc."""
+        children: list[int] = []
+        for listing in Path(f"/proc/{self.pid}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                children += [int(pid) for pid in listing.read_text().split()]
+        return children
+
+
+def _alive(pid: int) -> bool:
+    """Still running: a process that exited is gone, or a zombie until its new parent reaps it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 @pytest.fixture
