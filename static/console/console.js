@@ -1,10 +1,14 @@
 /* Live updates for the console, from the SSE stream that htmx's sse extension opens on
    <body sse-connect>. No polling: every change on screen follows an event.
 
-   - stats.updated: the numbers in [data-stat] are set from the event itself.
+   - stats.updated: the numbers in [data-stat] are set from the event itself. The first one
+     of each connection, and the one after Redis is back, also re-fetches once everything
+     below: events sent before the stream subscribed, or while it was away, were missed.
    - job.*: panels marked [data-live-refresh] (and [data-live-job] for that job) re-fetch
-     their fragment, at most once per REFRESH_MS; ledger rows are re-fetched by id; new jobs
-     are prepended to a ledger showing the newest first; the log feed gets a line.
+     their fragment, at most once per REFRESH_MS; the ledger's rows are read again from its
+     own page, one request for all the events of an animation frame; the log feed gets a line.
+   - A stream refused for good (401: the session ended elsewhere) is not retried: the page
+     says so, with a link to log in again.
 */
 (function () {
   "use strict";
@@ -101,30 +105,154 @@
     while (feed.children.length > FEED_MAX) feed.lastElementChild.remove();
   }
 
-  function updateLedger(type, job) {
-    var row = document.getElementById("job-" + job.id);
-    if (row && row.dataset.rowUrl) {
-      htmx.ajax("GET", row.dataset.rowUrl, { target: row, swap: "outerHTML" });
+  // The ledger's rows are read again from the ledger's own page (its filters, its page,
+  // its order): one request for all the changes of an animation frame, and one more for
+  // those that come while it loads, however long the burst. A request per row, each locked
+  // on document.body by htmx, whose queue keeps only the last one waiting, lost all but
+  // one or two of them.
+  var ledger = { changed: new Set(), created: false, scheduled: false, loading: false };
+
+  function ledgerBody() {
+    return document.querySelector("[data-live-rows]");
+  }
+
+  function jobIdOf(row) {
+    return row.id.slice("job-".length);
+  }
+
+  function ledgerRow(body, id) {
+    var row = document.getElementById("job-" + id);
+    return row && row.parentElement === body ? row : null;
+  }
+
+  function noteLedgerChange(type, job) {
+    var body = ledgerBody();
+    if (!body) return;
+    if (ledgerRow(body, job.id)) {
+      ledger.changed.add(job.id);
+    } else if (type === "job.created" && body.hasAttribute("data-live-prepend")) {
+      ledger.created = true;
+    } else {
       return;
     }
-    var body = document.querySelector("[data-live-prepend]");
-    if (type !== "job.created" || !body || row) return;
-    // The server answers 204 when the new job does not pass this ledger's filters.
-    var query = window.location.search ? "&" + window.location.search.slice(1) : "";
-    htmx.ajax("GET", "/jobs/" + job.id + "/row?match=1" + query, { target: body, swap: "afterbegin" })
+    refreshLedgerSoon();
+  }
+
+  function refreshLedgerSoon() {
+    // Changes noted while a refresh loads wait for it: what it reads may be older than them.
+    if (ledger.scheduled || ledger.loading) return;
+    ledger.scheduled = true;
+    window.requestAnimationFrame(refreshLedger);
+  }
+
+  function refreshLedger() {
+    var body = ledgerBody();
+    var changed = ledger.changed;
+    var created = ledger.created;
+    ledger.scheduled = false;
+    ledger.changed = new Set();
+    ledger.created = false;
+    ledger.loading = true;
+    fetchHtml(window.location.pathname + window.location.search)
+      .then(function (page) {
+        var rows = page.getElementById("ledger-rows");
+        if (!rows) throw new Error("The ledger's page has no rows");
+        return mergeLedgerRows(body, rows, changed, created);
+      })
       .then(function () {
-        var added = document.getElementById("job-" + job.id);
-        if (added) added.classList.add("row-new");
-        var limit = parseInt(body.dataset.pageSize || "0", 10);
-        while (limit && body.children.length > limit) body.lastElementChild.remove();
+        ledger.loading = false;
+        if (ledger.changed.size || ledger.created) refreshLedgerSoon();
+      }, function () {
+        // Kept for the next event, or the catch-up after a reconnection, rather than asked
+        // again and again of a server that fails.
+        changed.forEach(function (id) { ledger.changed.add(id); });
+        ledger.created = ledger.created || created;
+        ledger.loading = false;
       });
+  }
+
+  function fetchHtml(url) {
+    // A signed-out request is redirected to the login page: a failure here, and the
+    // stream's refusal tells the user.
+    return fetch(url, { redirect: "error" }).then(function (response) {
+      if (!response.ok) throw new Error(url + " answered " + response.status);
+      return response.text();
+    }).then(function (html) {
+      // A <template> parses a lone <tr> as a table would; a whole page parses as well.
+      var parsed = document.createElement("template");
+      parsed.innerHTML = html;
+      return parsed.content;
+    });
+  }
+
+  // Whether a row says the same as before. Its markup differs anyway: each rendering masks
+  // its CSRF tokens anew, and the user may have opened its confirmation.
+  function sameRow(shown, fresh) {
+    return shown.textContent === fresh.textContent;
+  }
+
+  function mergeLedgerRows(body, fresh, changed, created) {
+    // Rows that did not change stay as they are (an open confirmation, a message in place).
+    // From the page's end, `next` is the row on screen that the one at hand comes before.
+    var rows = Array.from(fresh.children);
+    var next = null;
+    for (var i = rows.length - 1; i >= 0; i--) {
+      var row = rows[i];
+      var id = jobIdOf(row);
+      var shown = ledgerRow(body, id);
+      if (shown) {
+        // Found on the page, so not one of those read alone below.
+        var stale = changed.delete(id);
+        if (!stale || sameRow(shown, row)) {
+          next = shown;
+          continue;
+        }
+        shown.replaceWith(row);
+      } else if (created) {
+        body.insertBefore(row, next);
+        row.classList.add("row-new");
+      } else {
+        continue;
+      }
+      htmx.process(row);
+      next = row;
+    }
+    var limit = parseInt(body.dataset.pageSize || "0", 10);
+    while (created && limit && body.children.length > limit) body.lastElementChild.remove();
+    // The page no longer has these (they left its filters, or were purged): each row is
+    // read alone, and shows what became of its job.
+    return Promise.all(Array.from(changed, function (id) {
+      var row = ledgerRow(body, id);
+      return row && fetchHtml(row.dataset.rowUrl).then(function (answer) {
+        var fresh = answer.firstElementChild;
+        var shown = ledgerRow(body, id);
+        if (!shown) return;
+        shown.replaceWith(fresh);
+        htmx.process(fresh);
+      });
+    }));
   }
 
   function onJob(type, job) {
     document.querySelectorAll("[data-live-refresh]").forEach(refreshSoon);
     document.querySelectorAll('[data-live-job="' + job.id + '"]').forEach(refreshSoon);
-    updateLedger(type, job);
+    noteLedgerChange(type, job);
     addFeedLine(type, job);
+  }
+
+  // Whether events may have been missed: until the stream's first stats.updated (the page
+  // was rendered before it subscribed), and from a lost connection, or Redis lost behind
+  // the server, until the stats.updated that follows.
+  var missed = true;
+
+  function catchUp() {
+    missed = false;
+    document.querySelectorAll("[data-live-refresh], [data-live-job]").forEach(refreshSoon);
+    var body = ledgerBody();
+    if (!body) return;
+    Array.from(body.children).forEach(function (row) { ledger.changed.add(jobIdOf(row)); });
+    if (body.hasAttribute("data-live-prepend")) ledger.created = true;
+    refreshLedgerSoon();
   }
 
   function setLive(state, text) {
@@ -142,10 +270,13 @@
       // nothing is missed, so this (not the socket opening) is when the page is live.
       setLive("open", "Live");
       onStats(JSON.parse(event.data));
+      if (missed) catchUp();
     });
     source.addEventListener("stream.status", function (event) {
-      // Redis went away behind the server: the page is stale until it says "up" again.
+      // Redis went away behind the server: the page is stale until it says "up" again,
+      // and the stats.updated after that.
       var down = JSON.parse(event.data).redis === "down";
+      if (down) missed = true;
       setLive(down ? "closed" : "open", down ? "Events paused" : "Live");
     });
     JOB_EVENTS.forEach(function (type) {
@@ -153,6 +284,34 @@
         onJob(type, JSON.parse(event.data));
       });
     });
+  }
+
+  var sessionEnded = false;
+
+  function checkSession(url) {
+    // EventSource does not say why it gave up (a 401, or a 502 from a proxy while the
+    // server restarts), so the stream is asked once more, and left at its headers.
+    var asking = new AbortController();
+    fetch(url, { signal: asking.signal }).then(function (response) {
+      asking.abort();
+      if (response.status === 401) endSession();
+    }, function () {
+      // The server is unreachable: htmx goes on retrying.
+    });
+  }
+
+  function endSession() {
+    // Both of two refusals in a row may be checked.
+    if (sessionEnded) return;
+    sessionEnded = true;
+    // htmx reconnects only while the element names its stream.
+    document.body.removeAttribute("sse-connect");
+    setLive("closed", "Signed out");
+    var notice = document.getElementById("session-ended-template").content.firstElementChild;
+    var login = notice.querySelector("a");
+    var next = new URLSearchParams({ next: window.location.pathname + window.location.search });
+    login.href = login.getAttribute("href") + "?" + next;
+    document.getElementById("main").prepend(notice);
   }
 
   // Filter forms send only the fields that are set, so ledger URLs stay short and shareable.
@@ -168,7 +327,12 @@
   document.addEventListener("htmx:sseOpen", function (event) {
     bind(event.detail.source);
   });
-  document.addEventListener("htmx:sseError", function () {
+  document.addEventListener("htmx:sseError", function (event) {
+    if (sessionEnded) return;
+    missed = true;
     setLive("closed", "Reconnecting");
+    // Closed rather than reconnecting: the server refused the stream.
+    var source = event.detail.source;
+    if (source.readyState === EventSource.CLOSED) checkSession(source.url);
   });
 })();

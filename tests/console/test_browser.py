@@ -1,8 +1,9 @@
 """The console in a real browser: Debian's Chromium driven by Playwright, against daphne
 serving this test database, so the SSE stream and HTMX run for real.
 
-One browser and one server per module; each test gets a fresh browser context (its own
-cookies) and saves a screenshot under tests/artifacts/.
+One browser and one server per module, and a server of its own for a test that stops it or
+changes its settings; each test gets a fresh browser context (its own cookies) and saves a
+screenshot under tests/artifacts/.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -24,17 +26,28 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from django.utils import timezone
+from playwright.sync_api import (
+    APIResponse,
+    Browser,
+    BrowserContext,
+    Page,
+    Route,
+    expect,
+    sync_playwright,
+)
 
 from jobs import state
 from jobs.api.auth import issue_token
 from jobs.console import graph_svg
-from jobs.models import Job, JobStatus, UserPreference
+from jobs.models import Job, JobLog, JobStatus, UserPreference
 from jobs.representation import short_id
 from jobs.roles import Role
 
+from ..attempts import fail_attempt
 from ..conftest import make_user
 from .helpers import dead_letter, make_worker, start
+from .test_stream import RedisServer
 
 pytestmark = [
     pytest.mark.browser,
@@ -48,6 +61,8 @@ ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 TIMEOUT_MS = 10_000
+# For `expect` too (its own default is 5 s): this machine may be busy.
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 def server_environment() -> dict[str, str]:
@@ -82,46 +97,85 @@ def wait_until_serving(url: str, process: subprocess.Popen[bytes], timeout: floa
     raise RuntimeError("daphne did not answer in time")
 
 
+class ConsoleServer:
+    """daphne serving the test database on a socket bound here (port 0: the kernel picks a
+    free one) and handed over with `--fd`, so no other process can take the port between
+    choosing and listening. The socket outlives `stop()`: a browser's reconnection waits in
+    its backlog until `start()`, as behind a restarting server."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = env
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.log = log_path.open("wb")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "--fd",
+                str(self.listener.fileno()),
+                "scheduler_project.asgi:application",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            pass_fds=[self.listener.fileno()],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until_serving(self.url, self.process)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def close(self) -> None:
+        self.stop()
+        self.listener.close()
+        self.log.close()
+
+
 @pytest.fixture(scope="module")
 def live_server_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
     with django_db_blocker.unblock():
         env = server_environment()
-    # The socket is bound here (port 0: the kernel picks a free one) and handed to daphne,
-    # so no other process can take the port between choosing and listening.
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    port = listener.getsockname()[1]
     ARTIFACTS.mkdir(exist_ok=True)
-    log = (ARTIFACTS / "daphne.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "--fd",
-            str(listener.fileno()),
-            "scheduler_project.asgi:application",
-        ],
-        cwd=ROOT,
-        env=env,
-        pass_fds=[listener.fileno()],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    server = ConsoleServer(env, ARTIFACTS / "daphne.log")
     try:
-        wait_until_serving(url, process)
-        yield url
+        server.start()
+        yield server.url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        listener.close()
-        log.close()
+        server.close()
+
+
+@pytest.fixture
+def console_server(tmp_path: Path) -> Iterator[Callable[..., ConsoleServer]]:
+    """`console_server(SSE_KEEPALIVE_SECONDS="1")`: a started server of the test's own, for
+    a test that stops it or changes its settings."""
+    started: list[ConsoleServer] = []
+
+    def start(**extra_env: str) -> ConsoleServer:
+        log_path = tmp_path / f"daphne-{len(started)}.log"
+        server = ConsoleServer({**server_environment(), **extra_env}, log_path)
+        started.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in started:
+        server.close()
 
 
 @pytest.fixture(scope="module")
@@ -164,23 +218,35 @@ def csp_violations() -> list[str]:
 
 
 @pytest.fixture
-def page(browser: Browser, live_server_url: str, csp_violations: list[str]) -> Iterator[Page]:
-    context = browser.new_context(base_url=live_server_url, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    context.add_init_script(REPORT_CSP_VIOLATIONS)
-    opened = context.new_page()
-    opened.on(
-        "console",
-        lambda message: (
-            csp_violations.append(message.text)
-            if "Content Security Policy" in message.text or "CSP violation" in message.text
-            else None
-        ),
-    )
-    yield opened
-    context.close()
+def open_page(browser: Browser, csp_violations: list[str]) -> Iterator[Callable[[str], Page]]:
+    """`open_page(base_url)`: a page in a browser context of its own (its own cookies)."""
+    contexts: list[BrowserContext] = []
+
+    def open_(base_url: str) -> Page:
+        context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
+        contexts.append(context)
+        context.set_default_timeout(TIMEOUT_MS)
+        context.add_init_script(REPORT_CSP_VIOLATIONS)
+        context.on(
+            "console",
+            lambda message: (
+                csp_violations.append(message.text)
+                if "Content Security Policy" in message.text or "CSP violation" in message.text
+                else None
+            ),
+        )
+        return context.new_page()
+
+    yield open_
+    for context in contexts:
+        context.close()
     # Every browser test doubles as a check that the console works under its CSP.
     assert csp_violations == []
+
+
+@pytest.fixture
+def page(open_page: Callable[[str], Page], live_server_url: str) -> Page:
+    return open_page(live_server_url)
 
 
 def log_in(page: Page, username: str, path: str = "/") -> None:
@@ -194,10 +260,14 @@ def log_in(page: Page, username: str, path: str = "/") -> None:
 
 def screenshot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    # The caret stays: Playwright hides it with a style attribute on the focused field, which
+    # a live refresh of the page then copies (htmx settles `style`), against the CSP.
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True, caret="initial")
 
 
-def api_post(base_url: str, token: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def api_post(
+    base_url: str, token: str, path: str, body: dict[str, Any], status: int = 201
+) -> dict[str, Any]:
     request = urllib.request.Request(  # noqa: S310 - our own server on 127.0.0.1
         base_url + path,
         data=json.dumps(body).encode(),
@@ -205,7 +275,7 @@ def api_post(base_url: str, token: str, path: str, body: dict[str, Any]) -> dict
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-        assert response.status == 201
+        assert response.status == status
         return dict(json.loads(response.read()))
 
 
@@ -567,3 +637,229 @@ def test_every_console_page_has_a_csp_that_blocks_inline_script(
     assert page.evaluate("window.injected === undefined")
     assert any("script-src" in violation for violation in csp_violations)
     csp_violations.clear()
+
+
+# --- live updates: bursts, catching up, the end of a session ----------------------------------
+
+
+def test_a_burst_of_changes_and_new_jobs_all_reach_the_ledger(
+    page: Page, live_server_url: str
+) -> None:
+    """Each event's row was fetched with document.body as htmx's request lock, whose queue
+    keeps only the last waiting request: of a burst, all but a row or two were dropped."""
+    token = issue_token(user("bruno", Role.OPERATOR))
+    parent = state.enqueue("noop", {})
+    for _ in range(8):
+        state.enqueue("noop", {}, depends_on=uuid.UUID(parent["id"]))
+    log_in(page, "bruno", "/jobs")
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
+    rows = page.locator("#ledger-rows tr")
+    expect(rows.filter(has_text="Blocked")).to_have_count(8)
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+
+    api_post(live_server_url, token, f"/api/v1/jobs/{parent['id']}/cancel", {}, status=200)
+    expect(rows.filter(has_text="Cancelled")).to_have_count(9)
+    six = {"jobs": [{"type": "noop", "payload": {}, "priority": 2}] * 6}
+    batch = api_post(live_server_url, token, "/api/v1/jobs/batch", six)
+    expect(rows).to_have_count(15)
+    # The new jobs on top, newest first as the ledger orders them.
+    shown = rows.evaluate_all("(rows) => rows.map((row) => row.id)")
+    assert set(shown[:6]) == {f"job-{job['id']}" for job in batch["jobs"]}
+    # 15 events, a request each, would be 15.
+    assert len(asked) < 15, asked
+
+
+def test_a_job_page_shows_what_happened_before_its_stream_connected(page: Page) -> None:
+    """A page is rendered, then its stream subscribes: what happened in between (a bulk job
+    finishing soon after its page opened) was never shown, under a "Live" dot."""
+    user("carl", Role.VIEWER)
+    log_in(page, "carl")
+    job = state.enqueue("noop", {})
+    held: list[Route] = []
+    page.route("**/api/jobs/stream", lambda route: held.append(route))
+    page.goto(f"/jobs/{job['id']}")
+    expect(page.locator("h1 .pill")).to_have_text("Pending")
+    while not held:
+        page.wait_for_timeout(50)
+
+    claimed = start(job["id"])
+    state.complete([state.Success(claimed.id, claimed.attempt_id, {"ok": True}, timezone.now())])
+    held[0].continue_()
+    page.unroute("**/api/jobs/stream")
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
+    expect(page.locator("h1 .pill")).to_have_text("Completed")
+
+
+def test_a_job_page_shows_a_change_that_came_while_it_refreshed(page: Page) -> None:
+    """The job page was refreshed by replacing its panel: a refresh asked for while one
+    loaded waited on the panel that the first one then replaced, and was dropped, so the
+    page stayed "Processing" (a bulk job's, after it had finished)."""
+    user("ivy", Role.VIEWER)
+    job = state.enqueue("flaky", {}, max_retries=1)
+    log_in(page, "ivy", f"/jobs/{job['id']}")
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
+    held: list[tuple[Route, APIResponse]] = []
+
+    def hold_the_first(route: Route) -> None:
+        if held:
+            route.continue_()
+        else:  # answered as of now, and given to the page later
+            held.append((route, route.fetch()))
+
+    page.route(f"**/jobs/{job['id']}", hold_the_first)
+    claimed = start(job["id"])
+    while not held:
+        page.wait_for_timeout(50)
+    fail_attempt(
+        claimed.id,
+        claimed.attempt_id,
+        error_type="HandlerFailure",
+        error_message="boom",
+        stack_trace=None,
+        retry_delay=timedelta(minutes=5),
+    )
+    # The counters come after the job's events: the page has had its job.dlq_entry.
+    expect(page.locator('[data-stat="dlq"]')).to_have_text("1")
+    route, answer = held[0]
+    route.fulfill(response=answer)
+    expect(page.locator("h1 .pill")).to_have_text("DLQ")
+
+
+def test_a_payload_being_edited_stays_through_a_refresh_of_its_page(page: Page) -> None:
+    """The page is refreshed once its stream connects (and on every reconnection): DLQ
+    Detail's payload editor is part of it, and what the operator types must stay."""
+    user("jay", Role.OPERATOR)
+    dead = dead_letter("send_email", {"to": "ops@example.com", "subject": "hi"})
+    log_in(page, "jay")
+    held: list[Route] = []
+    page.route("**/api/jobs/stream", lambda route: held.append(route))
+    page.goto(f"/dlq/{dead['id']}")
+    editor = page.locator('textarea[name="payload"]')
+    typed = '{"to": "ops@example.com", "subject": "hello"}'
+    editor.fill(typed)
+    heading = page.locator("#job-main h1").element_handle()
+    while not held:
+        page.wait_for_timeout(50)
+
+    held[0].continue_()
+    page.unroute("**/api/jobs/stream")
+    page.wait_for_function("(heading) => !heading.isConnected", arg=heading)
+    expect(editor).to_have_value(typed)
+
+
+def test_the_ledger_catches_up_after_the_server_was_away(
+    open_page: Callable[[str], Page], console_server: Callable[..., ConsoleServer]
+) -> None:
+    server = console_server()
+    jobs = [state.enqueue("noop", {}) for _ in range(3)]
+    user("dina", Role.VIEWER)
+    page = open_page(server.url)
+    log_in(page, "dina", "/jobs")
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
+    pills = page.locator("#ledger-rows .pill")
+    expect(pills.filter(has_text="Pending")).to_have_count(3)
+
+    server.stop()
+    expect(page.locator("#live .live-text")).to_have_text("Reconnecting")
+    for job in jobs:  # their events reach no one
+        state.cancel(uuid.UUID(job["id"]))
+    server.start()
+    expect(page.locator("#live .live-text")).to_have_text("Live")
+    expect(pills.filter(has_text="Cancelled")).to_have_count(3)
+
+
+def test_the_ledger_catches_up_after_redis_was_away(
+    open_page: Callable[[str], Page],
+    console_server: Callable[..., ConsoleServer],
+    tmp_path: Path,
+    settings: Any,
+) -> None:
+    own_redis = RedisServer(tmp_path)
+    own_redis.start()
+    try:
+        settings.REDIS_URL = own_redis.url  # this process publishes where the server listens
+        server = console_server(REDIS_URL=own_redis.url)
+        user("emil", Role.VIEWER)
+        page = open_page(server.url)
+        log_in(page, "emil", "/jobs")
+        expect(page.locator("#live .live-text")).to_have_text("Live")
+
+        own_redis.stop()
+        expect(page.locator("#live .live-text")).to_have_text("Events paused")
+        job = state.enqueue("noop", {})  # its job.created is lost
+        own_redis.start()
+        expect(page.locator("#live .live-text")).to_have_text("Live", timeout=30_000)
+        expect(page.locator(f"#job-{job['id']} .pill")).to_have_text("Pending")
+    finally:
+        own_redis.stop()
+
+
+def test_a_tab_whose_session_ended_elsewhere_says_so_and_stops_reconnecting(
+    open_page: Callable[[str], Page], console_server: Callable[..., ConsoleServer]
+) -> None:
+    """The stream's reconnection got 401 from then on, and the tab said "Reconnecting" for
+    ever, retrying."""
+    # The stream checks its session at each keep-alive beat.
+    server = console_server(SSE_KEEPALIVE_SECONDS="1")
+    user("fay", Role.VIEWER)
+    page = open_page(server.url)
+    log_in(page, "fay", "/jobs?type=noop")
+    expect(page.locator("#live .live-text")).to_have_text("Live")
+
+    elsewhere = page.context.new_page()
+    elsewhere.goto("/settings")
+    elsewhere.click("text=Log out")
+    elsewhere.wait_for_url("**/accounts/login/")
+    elsewhere.close()
+
+    expect(page.locator("#live .live-text")).to_have_text("Signed out")
+    notice = page.locator("#session-ended")
+    expect(notice).to_be_visible()
+    expect(notice).to_contain_text("session has ended")
+    expect(notice.locator("a")).to_have_attribute(
+        "href", "/accounts/login/?next=%2Fjobs%3Ftype%3Dnoop"
+    )
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    # Longer than EventSource's and htmx's waits before a retry at this point.
+    page.wait_for_timeout(4000)
+    assert asked == []
+
+    notice.locator("a").click()
+    page.fill('input[name="username"]', "fay")
+    page.fill('input[name="password"]', "pw-fay")
+    page.click('button[type="submit"]')
+    page.wait_for_url("**/jobs?type=noop")
+    expect(page.locator("#live .live-text")).to_have_text("Live")
+
+
+def test_a_log_line_is_shown_as_written(page: Page) -> None:
+    job = state.enqueue("noop", {})
+    JobLog.objects.create(
+        job_id=job["id"], created_at=timezone.now(), message="first line\n  second <b>line</b>"
+    )
+    user("gus", Role.VIEWER)
+    log_in(page, "gus", f"/jobs/{job['id']}")
+    line = page.locator(".logs li")
+    expect(line).to_have_count(1)
+    assert line.inner_text().endswith("first line\n  second <b>line</b>")
+
+
+def test_cancelling_a_running_job_from_the_ledger_asks_first(page: Page) -> None:
+    running = state.enqueue("noop", {})
+    start(running["id"])
+    waiting = state.enqueue("noop", {})
+    user("hana", Role.OPERATOR)
+    log_in(page, "hana", "/jobs")
+    row = page.locator(f"#job-{running['id']}")
+    row.locator("summary", has_text="Cancel…").click()
+    confirm = row.locator(".confirm-box")
+    expect(confirm).to_be_visible()
+    assert Job.objects.get(id=running["id"]).status == JobStatus.PROCESSING
+    confirm.locator("button", has_text="Cancel job").click()
+    expect(row.locator(".pill")).to_have_text("Cancelled")
+    # A job that has not started is cancelled with one click, as before.
+    other = page.locator(f"#job-{waiting['id']}")
+    other.locator("button", has_text="Cancel").click()
+    expect(other.locator(".pill")).to_have_text("Cancelled")
