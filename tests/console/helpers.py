@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db.models import F
+from django.test import Client
 from django.utils import timezone
 
 from jobs import queues, state
@@ -98,3 +99,14 @@ NEW_JOB_IN: dict[str, Callable[[], dict[str, Any]]] = {
     "dlq": dead_letter,
     "cancelled": lambda: state.cancel(uuid.UUID(state.enqueue("noop", {}, priority=2)["id"])),
 }
+
+
+def login(user: Any) -> Client:
+    """A browser session logged in as `user`."""
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def text(response: Any) -> str:
+    return response.content.decode()

@@ -27,13 +27,6 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 PAGE_FORM = {action: f'action="/jobs/{{id}}/{action}"' for action in Action}
 
 
-@pytest.fixture
-def as_operator(operator: Any) -> Client:
-    client = Client()
-    client.force_login(operator)
-    return client
-
-
 def nested(depth: int) -> list[Any]:
     """[[[...]]] `depth` lists deep: 2 bytes a level."""
     value: list[Any] = ["bottom"]

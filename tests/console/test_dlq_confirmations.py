@@ -16,20 +16,9 @@ from django.test import Client
 from jobs import state
 from jobs.models import AuditEntry, Job, JobStatus, UserPreference
 
-from .helpers import dead_letter
+from .helpers import dead_letter, text
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def as_operator(operator: Any) -> Client:
-    client = Client()
-    client.force_login(operator)
-    return client
-
-
-def text(response: Any) -> str:
-    return response.content.decode()
 
 
 def hidden_fields(page: Any) -> dict[str, str]:

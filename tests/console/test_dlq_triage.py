@@ -25,13 +25,6 @@ from .helpers import completed, dead_letter
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def as_operator(operator: Any) -> Client:
-    client = Client()
-    client.force_login(operator)
-    return client
-
-
 @pytest.mark.parametrize(
     ("type", "error_type", "message", "signature"),
     [

@@ -19,31 +19,11 @@ from jobs.console.templatetags.console import when
 from jobs.models import Job, JobStatus, Limit, UserPreference, Webhook, Worker
 from jobs.representation import short_id
 
-from .helpers import completed, dead_letter, make_worker, start
+from .helpers import completed, dead_letter, login, make_worker, start, text
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def login(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def as_operator(operator: Any) -> Client:
-    return login(operator)
-
-
-@pytest.fixture
-def as_viewer(viewer: Any) -> Client:
-    return login(viewer)
-
-
-def text(response: Any) -> str:
-    return response.content.decode()
 
 
 # --- seeing ----------------------------------------------------------------------------------

@@ -17,24 +17,13 @@ from jobs.console.selectors import MASK, mask_value
 from jobs.display import shown_json
 from jobs.models import Job, Webhook
 
-from .helpers import dead_letter
+from .helpers import dead_letter, text
 
 pytestmark = pytest.mark.django_db
 
 # Right-to-left override ... pop: shown raw, "evil" reads "live".
 SPOOFED = "\u202eevil\u202c"
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-
-
-@pytest.fixture
-def as_operator(operator: Any) -> Client:
-    client = Client()
-    client.force_login(operator)
-    return client
-
-
-def text(response: Any) -> str:
-    return response.content.decode()
 
 
 @pytest.mark.parametrize(
