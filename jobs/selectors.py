@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from django.core.paginator import EmptyPage, Page, Paginator
-from django.db.models import QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.utils.functional import cached_property
 
-from .filters import JobFilter
+from .filters import DLQ, JobFilter, status_condition
 from .models import Job, JobAttempt
 from .representation import format_time, with_job_objects
 from .state import JobNotFound, JobValidationError
@@ -25,6 +25,8 @@ EXACT_COUNT_LIMIT = 10_000
 # table it can hold.
 MAX_OFFSET = 2**63 - 1
 
+ModelT = TypeVar("ModelT", bound=Model)
+
 
 def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[Job]:
     """Jobs matching the `GET /jobs` query `params`, ordered, with their job objects.
@@ -36,13 +38,31 @@ def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[J
     for name, value in params.items():
         if value == "" and name not in errors:
             errors[name] = ["Empty: give a value, or leave the parameter out."]
-    queryset = Job.objects.filter(in_dlq=True) if dlq_only else Job.objects.all()
+    # The DLQ as `status=dlq` means it, so that its page is one range of
+    # `jobs_status_created_idx`: `in_dlq` alone walked `jobs_created_idx` over every newer job.
+    queryset = Job.objects.filter(status_condition(DLQ)) if dlq_only else Job.objects.all()
     filterset = JobFilter(params, queryset=queryset)
     if not filterset.is_valid():
         errors.update({name: list(messages) for name, messages in filterset.errors.items()})
     if errors:
         raise JobValidationError(errors)
     return with_job_objects(filterset.qs)
+
+
+def page_rows(
+    queryset: QuerySet[ModelT], start: int, stop: int, after: Q | None = None
+) -> list[ModelT]:
+    """Rows `start` to `stop` of `queryset`, or of its rows `after` a cursor's, in its order.
+
+    The page is picked over the ids alone (an index-only walk past the rows before it, or a
+    sort of ids and sort keys), then only its rows are read whole, with what the queryset
+    annotates (a job object, whether a queue is paused): picked over whole rows, a page read
+    every row before it whole, and a sort without an index sorted every matching row whole.
+    """
+    if stop > MAX_OFFSET:
+        return []
+    picked = queryset if after is None else queryset.filter(after)
+    return list(queryset.filter(pk__in=picked.values("pk")[start:stop]))
 
 
 def bounded_count(queryset: QuerySet[Any]) -> tuple[int, bool]:
@@ -113,12 +133,16 @@ class BoundedCountPaginator(Paginator):
             return int(number)
 
     def page(self, number: Any) -> Page:
-        if self.count_exact:
-            return super().page(number)
         number = self.validate_number(number)
         start = (number - 1) * self.per_page
+        if self.count_exact:
+            # Django's bounds: the last page also takes up to `orphans` rows.
+            end = start + self.per_page
+            if end + self.orphans >= self.count:
+                end = self.count
+            return Page(page_rows(self.queryset, start, end), number, self)
         end = start + self.per_page + 1
-        rows = list(self.queryset[start:end]) if end <= MAX_OFFSET else []
+        rows = page_rows(self.queryset, start, end)
         if not rows and number > 1:
             raise EmptyPage(self.error_messages["no_results"])
         if len(rows) > self.per_page:

@@ -27,15 +27,14 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import connection
-from django.db.models import BooleanField, Field, Q, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import F, Field, Func, Q, QuerySet, Value
+from django.db.models.lookups import GreaterThan, LessThan
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from jobs.models import Job
-from jobs.selectors import MAX_OFFSET, bounded_count
+from jobs.selectors import bounded_count, page_rows
 
 PAGE_PARAM = "page"
 LIMIT_PARAM = "limit"
@@ -80,7 +79,7 @@ def paginate(
     count, exact = bounded_count(queryset)
     url = request.build_absolute_uri()
     if after is not None:
-        rows = list(queryset.filter(after)[: limit + 1])
+        rows = page_rows(queryset, 0, limit + 1, after)
         next_url = (
             replace_query_param(url, CURSOR_PARAM, encode_cursor(rows[limit - 1], ordering))
             if len(rows) > limit
@@ -88,14 +87,8 @@ def paginate(
         )
         previous = None
     else:
-        # The rows before the page are skipped over their ids only (an index-only walk);
-        # job objects are built for the page's rows alone.
         offset = (page_number - 1) * limit
-        rows = (
-            list(queryset.filter(pk__in=queryset.values("pk")[offset : offset + limit + 1]))
-            if offset + limit + 1 <= MAX_OFFSET
-            else []
-        )
+        rows = page_rows(queryset, offset, offset + limit + 1)
         if not rows and page_number > 1:
             pages = max(1, -(-count // limit))
             about = "" if exact else "about "
@@ -170,6 +163,19 @@ def _model_field(key: str) -> Field[Any, Any]:
     return cast("Field[Any, Any]", Job._meta.get_field(key.lstrip("-")))
 
 
+class _Row(Func):
+    """A row, `(a, b, c)`: PostgreSQL compares two rows key by key, as it sorts them. Made
+    of expressions, not SQL text, so that its columns take the alias the query gives the
+    table: in the subquery that picks a page's ids (`jobs.selectors.page_rows`), `jobs.id`
+    named the outer query's row."""
+
+    template = "(%(expressions)s)"
+
+    def __init__(self, *expressions: Any) -> None:
+        # Its keys have types of their own, and comparing rows needs none of the whole.
+        super().__init__(*expressions, output_field=Field())
+
+
 def _keyset(keys: list[tuple[str, Any]]) -> Q:
     """Rows strictly after (v1, v2, ...) in the order of keys (`-` = descending). Every
     ordering field is NOT NULL, so plain comparisons order them as PostgreSQL does."""
@@ -179,20 +185,9 @@ def _keyset(keys: list[tuple[str, Any]]) -> Q:
         # cursor on for a row comparison. For the OR below it reads from the start of the
         # first key's value: halfway down a list sorted by priority, 0.16 s over a month of
         # history.
-        quote = connection.ops.quote_name
-        columns = ", ".join(
-            f"{quote(Job._meta.db_table)}.{quote(str(_model_field(key).column))}" for key, _ in keys
-        )
-        operator = "<" if keys[0][0].startswith("-") else ">"
-        placeholders = ", ".join(["%s"] * len(keys))
-        # The columns are the model's own, the values parameters.
-        return Q(
-            RawSQL(  # noqa: S611
-                f"({columns}) {operator} ({placeholders})",
-                [value for _, value in keys],
-                output_field=BooleanField(),
-            )
-        )
+        compare = LessThan if keys[0][0].startswith("-") else GreaterThan
+        columns = _Row(*(F(key.lstrip("-")) for key, _ in keys))
+        return Q(compare(columns, _Row(*(Value(value) for _, value in keys))))
     after = Q(pk__in=[])
     equal_before = Q()
     for key, value in keys:
