@@ -30,6 +30,25 @@
     }, REFRESH_MS));
   }
 
+  // A refresh whose answer reads as the page already does is not swapped in: the catch-up
+  // after each (re)connection re-reads every live panel, and swapping an unchanged one
+  // closed what the reader had opened (a stack trace) and detached what they pointed at.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var detail = event.detail;
+    var asked = detail.requestConfig && detail.requestConfig.triggeringEvent;
+    if (!asked || asked.type !== "console:refresh" || detail.isError || !detail.shouldSwap) return;
+    var answer = document.createElement("template");
+    answer.innerHTML = detail.serverResponse;
+    var selector = detail.elt.getAttribute("hx-select");
+    var parts = selector ? Array.from(answer.content.querySelectorAll(selector)) : [answer.content];
+    var text = parts.map(function (part) { return part.textContent; }).join("");
+    if (readsAs(text, detail.target.textContent)) detail.shouldSwap = false;
+  });
+
+  function readsAs(one, other) {
+    return one.replace(/\s+/g, "") === other.replace(/\s+/g, "");
+  }
+
   function flash(elt) {
     elt.classList.remove("changed");
     void elt.offsetWidth;

@@ -727,8 +727,9 @@ def test_a_job_page_shows_a_change_that_came_while_it_refreshed(page: Page) -> N
 
 
 def test_a_payload_being_edited_stays_through_a_refresh_of_its_page(page: Page) -> None:
-    """The page is refreshed once its stream connects (and on every reconnection): DLQ
-    Detail's payload editor is part of it, and what the operator types must stay."""
+    """The page is refreshed once its stream connects (and on every reconnection) when
+    something changed meanwhile: DLQ Detail's payload editor is part of it, and what the
+    operator types must stay."""
     user("jay", Role.OPERATOR)
     dead = dead_letter("send_email", {"to": "ops@example.com", "subject": "hi"})
     log_in(page, "jay")
@@ -741,6 +742,8 @@ def test_a_payload_being_edited_stays_through_a_refresh_of_its_page(page: Page) 
     heading = page.locator("#job-main h1").element_handle()
     while not held:
         page.wait_for_timeout(50)
+    # Changed before the stream connected: the catch-up's refresh shows it.
+    Job.objects.filter(id=dead["id"]).update(last_error="a newer error")
 
     held[0].continue_()
     page.unroute("**/api/jobs/stream")
@@ -863,3 +866,20 @@ def test_cancelling_a_running_job_from_the_ledger_asks_first(page: Page) -> None
     other = page.locator(f"#job-{waiting['id']}")
     other.locator("button", has_text="Cancel").click()
     expect(other.locator(".pill")).to_have_text("Cancelled")
+
+
+def test_a_refresh_that_changes_nothing_leaves_the_page_as_the_reader_has_it(page: Page) -> None:
+    """The catch-up after the stream connects re-reads the page: swapped in unchanged, it
+    closed the stack trace the reader had opened and detached what they pointed at."""
+    user("kim", Role.OPERATOR)
+    dead = dead_letter("send_email", {"to": "ops@example.com", "subject": "hi"})
+    log_in(page, "kim")
+    page.goto(f"/dlq/{dead['id']}")
+    heading = page.locator("#job-main h1").element_handle()
+    refreshed = page.evaluate_handle(
+        """() => new Promise((done) => document.addEventListener("htmx:afterRequest",
+               (event) => { if (event.detail.elt.id === "job-main") done(true); }))"""
+    )
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
+    assert refreshed.json_value() is True
+    assert heading is not None and heading.evaluate("(node) => node.isConnected")
