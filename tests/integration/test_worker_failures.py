@@ -66,14 +66,19 @@ def test_worker_stopped_past_its_timeout_cannot_finish_or_log_into_the_rescued_j
     assert paused.popen.poll() is None
 
 
-def test_sigterm_finishes_the_running_job_claims_nothing_more_and_exits_0(start_worker):
+# SIGHUP too: closing the ssh session a worker was started from sends it. Before, that killed
+# it at once: its job stayed `processing` until the rescue, and then ran a second time.
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_finishes_the_running_job_claims_nothing_more_and_exits_0(
+    start_worker, signum
+):
     running = state.enqueue("sleep", {"seconds": 1.5}, priority=1)
     waiting = state.enqueue("noop", {}, priority=3)
     # No prefetch: a stopping worker still runs the jobs it had already claimed.
     worker = start_worker("--concurrency", "1", "--prefetch", "0")
     wait_for(lambda: job_status(running["id"]) == "processing", timeout=60)
 
-    worker.send(signal.SIGTERM)
+    worker.send(signum)
     wait_for(lambda: worker.row().status == WorkerStatus.STOPPING, what="stopping status")
 
     assert worker.wait() == 0, worker.logs()
@@ -81,6 +86,9 @@ def test_sigterm_finishes_the_running_job_claims_nothing_more_and_exits_0(start_
     assert job_status(waiting["id"]) == "pending"
     row = worker.row()
     assert row.status == WorkerStatus.STOPPED and row.stopped_at is not None
+    logs = worker.logs()
+    assert "stopping: no new claims, waiting for 1 running" in logs
+    assert "stopped (clean)" in logs
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])

@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 
 from jobs import state
-from jobs.models import Worker, WorkerStatus
+from jobs.models import Worker
 
 from .conftest import MANAGE, WorkerProcess, job_status, wait_for
 
@@ -50,26 +50,6 @@ def seconds_to_stop(worker: WorkerProcess) -> float:
 
 
 # --- SIGHUP --------------------------------------------------------------------------------
-
-
-def test_sighup_finishes_the_running_job_and_exits_0_as_sigterm_does(start_worker):
-    # Closing the ssh session a worker was started from sends it SIGHUP. Before, that killed
-    # it at once: its job stayed `processing` until the rescue, and then ran a second time.
-    running = state.enqueue("sleep", {"seconds": 1.5}, priority=1)
-    waiting = state.enqueue("noop", {}, priority=3)
-    worker = start_worker("--concurrency", "1", "--prefetch", "0")
-    wait_for(lambda: job_status(running["id"]) == "processing", timeout=60)
-
-    worker.send(signal.SIGHUP)
-    wait_for(lambda: worker.row().status == WorkerStatus.STOPPING, what="stopping status")
-
-    assert worker.wait() == 0, worker.logs()
-    assert job_status(running["id"]) == "completed"
-    assert job_status(waiting["id"]) == "pending"
-    assert worker.row().status == WorkerStatus.STOPPED
-    said = messages(worker.logs())
-    assert any(m.startswith("stopping: no new claims, waiting for 1 running") for m in said)
-    assert any(m.endswith("stopped (clean)") for m in said), said
 
 
 def test_a_worker_started_to_ignore_sighup_keeps_running(worker_env, tmp_path):
