@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
+from schemathesis.pytest.plugin import SchemathesisFunction
 
 from jobs.api.auth import issue_token
 from jobs.events import background_publisher, decode_events
@@ -31,6 +33,18 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 def pytest_configure(config: pytest.Config) -> None:
     settings.PASSWORD_HASHERS = ["tests.passwords.FewRoundsPBKDF2PasswordHasher"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if isinstance(item, SchemathesisFunction) and item.operation_label:
+            # Schemathesis names each operation's test "<test>[<METHOD path>]", but pytest
+            # 9.2 builds a node id from the function's name and a parametrization only: the
+            # fuzz's tests shared one id, and xdist, which queues tests by id, ran one of them.
+            item._id = item.parent.id.child(item.originalname).with_params(item.operation_label)
+    shared = [nodeid for nodeid, n in Counter(item.nodeid for item in items).items() if n > 1]
+    if shared:
+        raise pytest.UsageError(f"tests sharing a node id, of which xdist runs one: {shared}")
 
 
 @pytest.fixture(scope="session")
