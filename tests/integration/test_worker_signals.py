@@ -27,9 +27,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 # The longest wait between two tries for the database (SCHEDULER_HEARTBEAT_INTERVAL), so
 # that the worker is surely asleep for seconds when it is told to stop.
 LONG_RETRY_ENV = {"SCHEDULER_HEARTBEAT_INTERVAL": "60", "SCHEDULER_WORKER_TIMEOUT": "180"}
-# A retry the worker sleeps 8 s before (its waits double from 0.25 s).
-SLEEPING_RETRY = "in 8.0 s"
-# How long a stop may take once asked for: far less than the sleep it used to finish first.
+# A retry the worker sleeps 4 s before (its waits double from 0.25 s: it says so 3.75 s in).
+SLEEPING_RETRY = "in 4.0 s"
+# How long a stop may take once asked for: less than the sleep it used to finish first.
 PROMPT_EXIT_SECONDS = 3.0
 
 
@@ -190,7 +190,7 @@ def test_sigterm_while_waiting_for_a_migration_stops_at_once_with_a_stopped_line
     early = start_worker(env=LONG_RETRY_ENV)
     wait_for(lambda: SLEEPING_RETRY in early.logs(), timeout=30, what="a long wait")
 
-    # Before, the stop waited for the sleep to end (8 s here, up to the heartbeat interval).
+    # Before, the stop waited for the sleep to end (4 s here, up to the heartbeat interval).
     assert seconds_to_stop(early) < PROMPT_EXIT_SECONDS
     said = messages(early.logs())
     assert any(" stopped (clean)" in m for m in said), said
