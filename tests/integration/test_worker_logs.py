@@ -8,15 +8,13 @@ import re
 import signal
 from typing import Any
 
-import psycopg
 import pytest
-from django.db import connection
 
 from jobs import state
 from jobs.models import Job, JobAttempt, Worker
 
 from .conftest import WorkerProcess, job_status, wait_for
-from .test_worker_resilience import backends_waiting_on_a_lock
+from .test_worker_resilience import cut_the_connection_waiting_on_the_row_of
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -142,13 +140,7 @@ def test_a_database_error_in_reporting_is_logged_with_its_message(start_worker):
     job = state.enqueue("sleep", {"seconds": 1})
     wait_for(lambda: job_status(job["id"]) == "processing")
 
-    # The completer waits on the job's row, held here, until its connection is cut.
-    with psycopg.connect(**connection.get_connection_params()) as holder:
-        holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [job["id"]])
-        waiting = wait_for(lambda: backends_waiting_on_a_lock(holder), what="the report to wait")
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s) AS pid", [waiting])
-        holder.rollback()
+    cut_the_connection_waiting_on_the_row_of(job["id"])  # the completer's report
 
     wait_for(lambda: job_status(job["id"]) == "completed", timeout=15)
     line, *_ = records(worker, "worker.completer", "ERROR")

@@ -92,19 +92,25 @@ def test_log_lines_of_an_outcome_survive_an_exchange_cut_short(start_worker):
     job = state.enqueue("sleep", {"seconds": 1, "lines_after": 2})
     wait_for(lambda: job_status(job["id"]) == "processing")
 
-    # Hold the job's row: the worker's exchange, which writes the attempt's log lines and
-    # completes the job in one transaction, waits on it; then its connection is cut.
-    with psycopg.connect(**connection.get_connection_params()) as holder:
-        holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [job["id"]])
-        waiting = wait_for(lambda: backends_waiting_on_a_lock(holder), what="the exchange to wait")
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s) AS pid", [waiting])
-        holder.rollback()
+    # The worker's exchange writes the attempt's log lines and completes the job in one
+    # transaction.
+    cut_the_connection_waiting_on_the_row_of(job["id"])
 
     wait_for(lambda: job_status(job["id"]) == "completed", timeout=15)
     messages = JobLog.objects.filter(job_id=job["id"]).values_list("message", flat=True)
     assert sorted(messages) == ["late line 0 of attempt 1", "late line 1 of attempt 1"]
     assert "database unavailable" in worker.logs()
+
+
+def cut_the_connection_waiting_on_the_row_of(job_id: str) -> None:
+    """Hold the job's row until a statement waits on it, then cut that statement's connection:
+    a database lost in the middle of the worker's exchange."""
+    with psycopg.connect(**connection.get_connection_params()) as holder:
+        holder.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [job_id])
+        waiting = wait_for(lambda: backends_waiting_on_a_lock(holder), what="a statement to wait")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s) AS pid", [waiting])
+        holder.rollback()
 
 
 def backends_waiting_on_a_lock(holder: psycopg.Connection) -> list[int]:
