@@ -2,8 +2,9 @@
 
 daphne reads requests with Twisted, which closes the connection without a word when the
 request line or one header line is over 16 KiB (LineReceiver.MAX_LENGTH): the client sees
-a reset, not an error. This answers such a request in the API's error envelope first:
-414 for the request line (a long query string), 431 for a header line. The limit stays.
+a reset, not an error. This answers such a request in the API's error envelope first, with
+a request id of its own as every answer has: 414 for the request line (a long query
+string), 431 for a header line. The limit stays.
 Imported by scheduler_project.asgi, so it applies wherever daphne serves the project.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 from twisted.web.http import HTTPChannel
 
 from jobs.api.errors import error_body
+from jobs.api.middleware import new_request_id
 
 
 def _answer_line_too_long(channel: HTTPChannel, line: bytes) -> None:
@@ -31,7 +33,8 @@ def _answer_line_too_long(channel: HTTPChannel, line: bytes) -> None:
     transport: Any = channel.transport
     transport.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        f"Content-Length: {len(body)}\r\nX-Request-ID: {new_request_id()}\r\n"
+        "Connection: close\r\n\r\n".encode()
         + body
     )
     channel.loseConnection()

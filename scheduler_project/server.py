@@ -13,7 +13,8 @@
   uvicorn sets none, so a client could make a worker buffer megabytes. The limits are
   daphne's (Twisted's 16 KiB per line, `scheduler_project.daphne_limits`), answered the same
   way: 414 for the request line, 431 for a header line or the whole head over 64 KiB, in the
-  API's error envelope, then the connection is closed.
+  API's error envelope with a request id of its own (as every answer has), then the
+  connection is closed.
 - The loaded application is moved out of the garbage collector's sight (`gc.freeze()`)
   before serving: a full collection otherwise walked its ~150,000 objects, a 100 ms stop
   of every request in the process about every 2,000 requests (the p99 of the benchmark's
@@ -46,11 +47,13 @@ class RequestTooLarge(Exception):
     def answer(self) -> bytes:
         # Imported here: uvicorn may load this protocol before the Django app is set up.
         from jobs.api.errors import error_body
+        from jobs.api.middleware import new_request_id
 
         body = json.dumps(error_body("request_too_large", self.message)).encode()
         return (
             f"HTTP/1.1 {self.status} {self.reason}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            f"Content-Length: {len(body)}\r\nX-Request-ID: {new_request_id()}\r\n"
+            "Connection: close\r\n\r\n".encode()
             + body
         )
 

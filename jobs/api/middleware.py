@@ -41,6 +41,13 @@ class _SyncAndAsyncMiddleware:
             markcoroutinefunction(self)  # type: ignore[type-var]  # subclasses are callable
 
 
+def new_request_id() -> str:
+    """An id of the server's making, for a request that brings no sane one; also for the
+    answers the servers send before any middleware sees the request (an over-long request
+    line or header: `scheduler_project.server`, `scheduler_project.daphne_limits`)."""
+    return uuid.uuid4().hex
+
+
 class RequestIdMiddleware(_SyncAndAsyncMiddleware):
     """Tag the request, its log lines and its response with `X-Request-ID`.
 
@@ -65,7 +72,7 @@ class RequestIdMiddleware(_SyncAndAsyncMiddleware):
 
     def _begin(self, request: HttpRequest) -> tuple[Token[str | None], float]:
         offered = request.headers.get("X-Request-ID", "")
-        request_id = offered if _CLIENT_ID.match(offered) else uuid.uuid4().hex
+        request_id = offered if _CLIENT_ID.match(offered) else new_request_id()
         request.request_id = request_id  # type: ignore[attr-defined]
         return request_id_var.set(request_id), time.perf_counter()
 

@@ -5,7 +5,9 @@
 - `GET /readyz`, readiness: this process can serve, i.e. it reaches PostgreSQL and the
   schema has every migration of this code (200, else 503 in the error envelope with
   `Retry-After`). Redis is reported but never makes it unready: without Redis only live
-  events and rate-limit counters are lost, never a request.
+  events and rate-limit counters are lost, never a request. Its database check, which
+  `GET /api/v1/health` shares, waits `PROBE_CONNECTION_WAIT_SECONDS` at most for a
+  connection, not the pool's timeout.
 
 Both are open, unthrottled, exempt from the HTTPS redirect (settings.SECURE_REDIRECT_EXEMPT),
 and answer GET and HEAD only. `GET /api/v1/health` (api.md) stays as it is: 503 when either
@@ -27,11 +29,29 @@ from jobs.schema_version import SchemaBehind, require_current_schema
 
 from .errors import RETRY_AFTER_SECONDS, error_body, method_not_allowed
 
+# How long a probe waits for a connection from the process's pool. Django's own borrowing
+# waits the pool's timeout (DATABASE_POOL_TIMEOUT, 10 s by default), right for a request with
+# work to do once PostgreSQL is back; a probe's caller has a deadline of its own (Kubernetes'
+# timeoutSeconds is 1 s by default) and simply asks again. Waiting that long, each probe of an
+# outage held one of the process's request threads (as many as the pool's connections,
+# `jobs.live.handler`) and answered after its caller had given up. A healthy pool lends an
+# idle connection at once, or opens one in milliseconds.
+PROBE_CONNECTION_WAIT_SECONDS = 1.0
+
 
 def database_status() -> str:
+    # Django's PostgreSQL backend has `pool` (undeclared by django-stubs); None without one.
+    pool = getattr(connection, "pool", None)
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        if pool is None:  # a process without a pool: the test suite's own
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        else:
+            # Django's names for psycopg's errors (PoolTimeout is an OperationalError).
+            with connection.wrap_database_errors:
+                pool.open()  # as Django does before borrowing: the first request opens it
+                with pool.connection(timeout=PROBE_CONNECTION_WAIT_SECONDS) as borrowed:
+                    borrowed.execute("SELECT 1")
     except DatabaseError as exc:
         return f"unreachable: {type(exc).__name__}"
     return "ok"

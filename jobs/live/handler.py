@@ -99,7 +99,8 @@ class ASGIHandler(DjangoASGIHandler):
 
     async def _answer(self, scope: dict[str, Any], receive: Any, send: Any) -> Credential | None:
         """Django's `handle` up to the response: a whole answer is sent as Django would; for
-        a stream only the headers, and what let it in is returned: the events are to follow."""
+        a stream only the headers, and what let it in is returned: the events are to follow
+        (for HEAD, none: the answer ends with the headers)."""
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -114,7 +115,7 @@ class ASGIHandler(DjangoASGIHandler):
             else await self.run_get_response(request)
         )
         credential = response.credential if isinstance(response, EventStreamResponse) else None
-        if credential is not None:
+        if isinstance(response, EventStreamResponse):
             await send(
                 {
                     "type": "http.response.start",
@@ -131,6 +132,8 @@ class ASGIHandler(DjangoASGIHandler):
                     ],
                 }
             )
+            if credential is None:
+                await send({"type": "http.response.body"})
         else:
             await self.send_response(response, send)
         # Fires request_finished (the pool gets its connection back) as for any request.

@@ -1,4 +1,5 @@
-"""`GET /api/jobs/stream`: the live events of api.md as Server-Sent Events.
+"""`GET /api/jobs/stream`: the live events of api.md as Server-Sent Events. `HEAD` answers the
+same headers after the same checks, and no events.
 
 Wire format (UTF-8, `text/event-stream`):
 
@@ -47,9 +48,10 @@ SUBSCRIBE_WAIT_SECONDS = 2.0
 class EventStreamResponse(StreamingHttpResponse):
     """The stream's answer, as far as Django sees it: its headers. The project's handler
     (`jobs.live.handler`) sends them, then the events itself: `first_frames`, then what the
-    hub queues for the stream's client, for as long as `credential` holds."""
+    hub queues for the stream's client, for as long as `credential` holds. Without one (a
+    HEAD request) the answer ends with its headers."""
 
-    def __init__(self, credential: Credential) -> None:
+    def __init__(self, credential: Credential | None) -> None:
         super().__init__(content_type="text/event-stream")
         self.credential = credential
 
@@ -83,20 +85,24 @@ def _error(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse(error_body(code, message), status=status)
 
 
-def _not_get(request: HttpRequest) -> JsonResponse | None:
-    """The live routes serve GET only, and it changes nothing: another method gets this 405
-    (the views are CSRF-exempt), rather than the CSRF middleware's HTML page."""
-    return None if request.method == "GET" else method_not_allowed(str(request.method), "GET")
+def _not_read(request: HttpRequest) -> JsonResponse | None:
+    """The live routes serve GET, and HEAD as everywhere GET is (RFC 9110), which change
+    nothing: another method gets this 405 (the views are CSRF-exempt), rather than the CSRF
+    middleware's HTML page."""
+    if request.method in ("GET", "HEAD"):
+        return None
+    return method_not_allowed(str(request.method), "GET, HEAD")
 
 
 @csrf_exempt
 async def job_stream(request: HttpRequest) -> HttpResponseBase:
-    if refusal := _not_get(request):
+    if refusal := _not_read(request):
         return refusal
     found = await read_and_release(_authenticate, request)
     if isinstance(found, JsonResponse):
         return found
-    response = EventStreamResponse(found)
+    # HEAD: no events behind the headers, or its answer would never end.
+    response = EventStreamResponse(found if request.method == "GET" else None)
     response["Cache-Control"] = "no-cache"
     # Tell nginx-style proxies not to buffer the stream.
     response["X-Accel-Buffering"] = "no"
@@ -117,7 +123,7 @@ async def first_frames(hub: EventHub) -> bytes:
 @csrf_exempt
 async def stream_status(request: HttpRequest) -> HttpResponse:
     """This process's hub: connected clients, its reader, Redis as last seen."""
-    if refusal := _not_get(request):
+    if refusal := _not_read(request):
         return refusal
     if isinstance(found := await read_and_release(_authenticate, request), JsonResponse):
         return found

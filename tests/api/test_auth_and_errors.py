@@ -278,7 +278,7 @@ def test_the_live_routes_answer_in_the_one_error_shape(path):
     ]:
         error = assert_error(response, status, code)
         assert set(error) == {"code", "message", "details"}
-    assert client.post(path)["Allow"] == "GET"
+    assert client.post(path)["Allow"] == "GET, HEAD"
 
 
 def test_wrong_method_is_405(operator_client):
@@ -294,7 +294,7 @@ def test_writing_to_the_event_stream_is_a_405_envelope_not_a_csrf_page(operator,
     browser.force_login(operator)
     response = getattr(browser, method)(path)
     assert_error(response, 405, "method_not_allowed")
-    assert response["Allow"] == "GET"
+    assert response["Allow"] == "GET, HEAD"
 
 
 @pytest.mark.parametrize("debug", [False, True])

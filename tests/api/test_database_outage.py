@@ -8,16 +8,23 @@ new one, as an unreachable server does, without touching the machine's PostgreSQ
 
 from __future__ import annotations
 
+import http.client
+import json
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.client import HTTPMessage
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import close_old_connections, connection
 from django.test import Client
 
+from benchmarks.api_load import Daphne
 from jobs.api.errors import RETRY_AFTER_SECONDS
 from jobs.models import Job
-from tests.conftest import token_client
+from tests.conftest import subprocess_environment, token_client
 from tests.faults.proxy import Proxy
 
 from .test_job_routes import assert_error
@@ -98,3 +105,60 @@ def test_console_shows_a_503_page_while_the_database_is_down(database_proxy, ope
 
     back_up(database_proxy)
     assert browser.get("/jobs").status_code == 200
+
+
+def timed_get(port: int, path: str) -> tuple[int, HTTPMessage, dict[str, Any], float]:
+    """GET `path` from a server: status, headers, JSON body, and the seconds it took."""
+    started = time.monotonic()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        body = json.loads(response.read())
+        return response.status, response.headers, body, time.monotonic() - started
+    except TimeoutError:
+        pytest.fail(f"GET {path}: no answer within 30 s")
+    finally:
+        connection.close()
+
+
+@pytest.mark.slow
+def test_a_servers_probes_answer_promptly_while_its_pool_would_wait(
+    database_proxy: Proxy, tmp_path: Path
+) -> None:
+    """A real server borrows its connections from a pool, where a request waits for one up to
+    DATABASE_POOL_TIMEOUT, here a minute. A probe's caller gives up after a second or so
+    (Kubernetes' default), and each probe held for the pool's wait would hold one of the
+    server's request threads (as many as the pool's connections, here two) for as long."""
+    env = {
+        **subprocess_environment(),  # the database through the proxy
+        "DATABASE_POOL_TIMEOUT": "60",
+        "DATABASE_POOL_MAX_SIZE": "2",
+    }
+    server = Daphne(env, tmp_path / "daphne.log")
+    try:
+        assert timed_get(server.port, "/readyz")[0] == 200
+
+        database_proxy.cut()
+        # More probes at once than the server has request threads.
+        paths = ["/readyz", "/readyz", "/readyz", "/api/v1/health"]
+        with ThreadPoolExecutor(len(paths)) as clients:
+            answers = list(clients.map(lambda path: timed_get(server.port, path), paths))
+        for path, (status, headers, body, seconds) in zip(paths, answers, strict=True):
+            assert (status, headers["Retry-After"]) == (503, str(RETRY_AFTER_SECONDS)), path
+            assert headers["X-Request-ID"]
+            assert body["error"]["code"] == "unavailable"
+            assert body["database"].startswith("unreachable")
+            assert body["error"]["details"]["database"] == [body["database"]]
+            assert seconds < 15, f"{path} took {seconds:.1f} s"
+        assert answers[0][2]["status"] == "unready"
+        assert timed_get(server.port, "/healthz")[0] == 200
+
+        back_up(database_proxy)
+        deadline = time.monotonic() + 30
+        while (ready := timed_get(server.port, "/readyz"))[0] != 200:
+            assert time.monotonic() < deadline, f"still unready once the database is back: {ready}"
+            time.sleep(0.5)
+        assert ready[2] == {"status": "ready", "database": "ok", "redis": "ok"}
+    finally:
+        server.stop()

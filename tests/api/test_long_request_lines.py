@@ -1,15 +1,17 @@
-"""Over-long request lines under daphne get an answer in the error envelope, not a reset."""
+"""Over-long request lines under daphne get an answer in the error envelope, not a reset; under
+daphne and the production server, that answer has a request id as every other has."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from benchmarks.api_load import Daphne
+from benchmarks.api_load import Daphne, ProductionServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -51,3 +53,31 @@ def test_an_over_long_line_is_answered_in_the_envelope(server: Daphne) -> None:
         assert "16384 bytes" in error["message"]
 
     assert exchange(server.port, UNDER_LIMIT)[0] == 200
+
+
+@pytest.fixture(params=["daphne", "production"])
+def either_server(
+    request: pytest.FixtureRequest, subprocess_env: dict[str, str], tmp_path: Path
+) -> Iterator[Daphne | ProductionServer]:
+    """The development server or the production one: each answers these lines itself,
+    before the application (and its request id middleware) sees a request."""
+    log = tmp_path / f"{request.param}.log"
+    server = (
+        Daphne(subprocess_env, log)
+        if request.param == "daphne"
+        else ProductionServer(subprocess_env, log, workers=1)
+    )
+    yield server
+    server.stop()
+
+
+def test_an_over_long_line_is_answered_with_a_request_id_of_its_own(
+    either_server: Daphne | ProductionServer,
+) -> None:
+    ids = [
+        exchange(either_server.port, request)[1].get("X-Request-ID")
+        for request in (LONG_QUERY, LONG_HEADER)
+    ]
+    # jobs.api.middleware's shape, and a fresh one each time.
+    assert all(isinstance(id_, str) and re.fullmatch(r"[0-9a-f]{32}", id_) for id_ in ids), ids
+    assert ids[0] != ids[1]

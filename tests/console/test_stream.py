@@ -943,3 +943,64 @@ def stream_capacity(
         assert again["rss_kb"] - highest <= 1024, (after, settled, again)
     finally:
         loop.close()
+
+
+# --- HEAD ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/api/jobs/stream", "/api/v1/jobs/stream"])
+@pytest.mark.parametrize("production", [False, True], ids=["daphne", "production"])
+def test_head_answers_the_streams_headers_and_ends_there(
+    start_server: Callable[..., Server],
+    subprocess_env: dict[str, str],
+    tmp_path: Path,
+    token: str,
+    path: str,
+    production: bool,
+) -> None:
+    """HEAD is allowed wherever GET is (RFC 9110): the headers of GET's answer, after the same
+    checks, and no stream behind them (it would never end). The connection takes its next
+    request at once, and the hub has no client for it."""
+    server: Server | OneWorkerProductionServer = (
+        OneWorkerProductionServer(subprocess_env, tmp_path / "production.log")
+        if production
+        else start_server()
+    )
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    stream: SseClient | None = None
+    try:
+        stream = SseClient(server.port, path, bearer(token))
+        assert stream.next_event()["event"] == "stats.updated"
+        conn.request("HEAD", path, headers=bearer(token))
+        head = conn.getresponse()
+        assert (head.status, head.read()) == (200, b"")
+        assert head.getheader("X-Request-ID")
+        # Each answer's own, and how a body that HEAD's answer does not have is framed.
+        differ = {"date", "x-request-id", "transfer-encoding"}
+        assert {
+            (name.lower(), value) for name, value in head.getheaders() if name.lower() not in differ
+        } == {
+            (name.lower(), value)
+            for name, value in stream.response.getheaders()
+            if name.lower() not in differ
+        }
+
+        conn.request("GET", "/api/jobs/stream/status", headers=bearer(token))
+        status = conn.getresponse()
+        assert (status.status, json.loads(status.read())["clients"]) == (200, 1)
+
+        conn.request("HEAD", path)
+        refused = conn.getresponse()
+        assert (refused.status, refused.read()) == (401, b"")
+        assert refused.getheader("WWW-Authenticate") == "Bearer"
+
+        conn.request("POST", path, headers=bearer(token))
+        written = conn.getresponse()
+        assert json.loads(written.read())["error"]["code"] == "method_not_allowed"
+        assert (written.status, written.getheader("Allow")) == (405, "GET, HEAD")
+    finally:
+        if stream is not None:
+            stream.close()
+        conn.close()
+        if production:
+            server.stop()
