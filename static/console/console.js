@@ -97,6 +97,17 @@
     return clock.format(iso ? new Date(iso) : new Date());
   }
 
+  // Bidirectional controls, which make a line read as other text ("\u202eevil" reads
+  // "live"): the code points of jobs/display.py's _BIDI_CONTROLS, each shown as its \uXXXX
+  // escape as reveal_bidi shows it. One rule in two languages: test_browser.py compares them.
+  var BIDI_CONTROLS = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+  function revealBidi(text) {
+    return text.replace(BIDI_CONTROLS, function (control) {
+      return "\\u" + control.charCodeAt(0).toString(16).padStart(4, "0");
+    });
+  }
+
   function addFeedLine(type, job) {
     var feed = document.querySelector("[data-log-feed]");
     var template = document.getElementById("log-line-template");
@@ -110,12 +121,14 @@
     pill.classList.add("pill-" + state);
     pill.textContent = STATES[state] ? STATES[state].label : state;
     var link = line.querySelector(".feed-job");
-    link.textContent = job.type;
+    link.textContent = revealBidi(job.type);
     link.href = "/jobs/" + job.id;
     // The id's random end, as jobs.representation.short_id shows it.
     line.querySelector(".feed-id").textContent = job.id.slice(-8);
     var detail = type;
-    if ((state === "dlq" || state === "retrying") && job.last_error) detail += " · " + job.last_error;
+    if ((state === "dlq" || state === "retrying") && job.last_error) {
+      detail += " · " + revealBidi(job.last_error);
+    }
     line.querySelector(".feed-detail").textContent = detail;
     line.classList.add("row-new");
     var empty = feed.querySelector(".feed-empty");

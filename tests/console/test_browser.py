@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import unicodedata
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,6 +41,7 @@ from playwright.sync_api import (
 from jobs import state
 from jobs.api.auth import issue_token
 from jobs.console import graph_svg
+from jobs.display import reveal_bidi
 from jobs.models import Job, JobLog, JobStatus, UserPreference
 from jobs.representation import short_id
 from jobs.roles import Role
@@ -883,3 +885,43 @@ def test_a_refresh_that_changes_nothing_leaves_the_page_as_the_reader_has_it(pag
     expect(page.locator("#live")).to_have_attribute("data-state", "open")
     assert refreshed.json_value() is True
     assert heading is not None and heading.evaluate("(node) => node.isConnected")
+
+
+def test_a_live_feed_line_reveals_bidi_controls_as_the_server_does(page: Page) -> None:
+    """A line added from an event showed a type or an error as written: a U+202E in it
+    turned the rest of the line around, where the server's lines show the escape."""
+    # Every format character (the category of each bidirectional control) and every one of
+    # the blocks around the controls: console.js revealing other characters than
+    # `reveal_bidi`, or fewer, shows one of them otherwise.
+    near_controls = "".join(
+        char
+        for char in map(chr, range(0x110000))
+        if unicodedata.category(char) == "Cf"
+        or "\u0600" <= char <= "\u06ff"
+        or "\u2000" <= char <= "\u206f"
+    )
+    user("bea", Role.VIEWER)
+    log_in(page, "bea")
+    expect(page.locator("#live")).to_have_attribute("data-state", "open")
+    mirrored = "flaky\u202elive\u202c\u2066x\u2069"
+    job = state.enqueue("flaky", {}, max_retries=1)
+    Job.objects.filter(id=job["id"]).update(type=mirrored)
+
+    claimed = start(job["id"])
+    fail_attempt(
+        claimed.id,
+        claimed.attempt_id,
+        error_type="HandlerFailure",
+        error_message=near_controls,
+        stack_trace=None,
+        retry_delay=timedelta(minutes=5),
+    )
+
+    line = page.locator("#log-feed .feed-line").first
+    expect(line.locator(".pill")).to_have_text("DLQ")
+    assert line.locator(".feed-job").text_content() == reveal_bidi(mirrored)
+    shown_error = line.locator(".feed-detail").text_content()
+    assert shown_error == "job.dlq_entry · " + reveal_bidi(near_controls)
+    # The server's line of it, on a new page, reads the same.
+    page.reload()
+    assert page.locator("#log-feed .feed-job").first.text_content() == reveal_bidi(mirrored)

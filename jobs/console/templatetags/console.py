@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -10,7 +11,7 @@ from django import template
 from django.contrib.messages.storage.base import Message
 from django.http import QueryDict
 from django.utils import timezone
-from django.utils.html import format_html, json_script
+from django.utils.html import format_html, format_html_join, json_script
 from django.utils.safestring import SafeString
 
 from jobs import display, representation
@@ -66,6 +67,26 @@ def when(value: datetime | None) -> SafeString | str:
         value.isoformat(),
         local.strftime("%Y-%m-%d %H:%M:%S %Z"),
         shown,
+    )
+
+
+# A time as `jobs.representation.format_time` writes it (UTC, to the millisecond): the
+# sentences and details of `jobs.explain` hold their times so, for the API.
+_WRITTEN_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")
+
+
+@register.filter
+def local_times(text: str) -> SafeString:
+    """`text` with each time written in it shown as `when` shows a time."""
+    # Split by a group, which keeps what it matched: the times are the odd pieces.
+    pieces = _WRITTEN_TIME.split(text)
+    return format_html_join(
+        "",
+        "{}",
+        (
+            (when(datetime.fromisoformat(piece)) if n % 2 else piece,)
+            for n, piece in enumerate(pieces)
+        ),
     )
 
 
