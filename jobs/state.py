@@ -722,6 +722,23 @@ def hand_back(claims: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> HandBack:
     return HandBack(rows, [claim for claim in claims if claim[1] not in won])
 
 
+def note_unstarted(claims: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> int:
+    """Say of the attempts of `claims` (job id, attempt id) whose job waited in its worker
+    for a thread when a cancel took it, that they never started: the cancel, which cannot
+    tell, recorded them as cancelled while running. Attempts closed otherwise are left as
+    they are. How many now say so."""
+    if not claims:
+        return 0
+    rows = fetch(
+        "note_unstarted_cancels",
+        {
+            "job_ids": _array(job_id for job_id, _ in claims),
+            "attempt_ids": _array(attempt_id for _, attempt_id in claims),
+        },
+    )
+    return len(rows)
+
+
 def append_logs(
     job_id: uuid.UUID, attempt_id: uuid.UUID, entries: Sequence[tuple[datetime, str, str]]
 ) -> int:
@@ -765,7 +782,8 @@ def rescue_lost(
 
 
 def release(worker_id: uuid.UUID, reason: str) -> list[JobObject]:
-    """Put a stopping worker's running jobs back to pending (forced shutdown)."""
+    """Put a stopping worker's running jobs back to pending (forced shutdown). Their attempts
+    are recorded as lost but spend none of their retries: the stop was not their doing."""
     return _take_back(
         {
             "stuck_before": _NEVER,

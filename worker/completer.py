@@ -3,14 +3,15 @@
 The loop hands over each turn's finished attempts (`submit`) and goes back to claiming at
 once: a claim never waits behind a completion. This thread takes everything handed over
 since its last commit and reports it in ONE transaction: each attempt's log lines, one
-`hand_back` for the claims never started (`Processor.overdue`), one `fail` for all
-failures, one `complete` for all successes (with their dependents released), then one
-commit. While that commit is on its way, the next outcomes pile up and go together in the
-next one, so the batch grows with the load and a lone job is reported at once (no
-timer). Fencing stays with the statements (`jobs.state`): an outcome whose claim was lost
-is refused, logged, and dropped. Once the transaction commits, each failed attempt is one
-WARNING line of the worker's log (its error, and its retry's time or the DLQ); a success is
-a line only at DEBUG, which a drain of thousands of jobs a second must not pay for.
+`hand_back` for the claims never started (`Processor.overdue`), one `note_unstarted` for
+those a cancel took while they waited, one `fail` for all failures, one `complete` for all
+successes (with their dependents released), then one commit. While that commit is on its
+way, the next outcomes pile up and go together in the next one, so the batch grows with
+the load and a lone job is reported at once (no timer). Fencing stays with the statements
+(`jobs.state`): an outcome whose claim was lost is refused, logged, and dropped. Once the
+transaction commits, each failed attempt is one WARNING line of the worker's log (its
+error, and its retry's time or the DLQ); a success is a line only at DEBUG, which a drain
+of thousands of jobs a second must not pay for.
 
 What becomes runnable through a report (a retry, a job handed back, the next run of a
 recurring job, a released dependent) goes back to the loop as ("reported", (job ids,
@@ -186,12 +187,15 @@ class Completer:
             if item.lines:
                 state.append_logs(job.id, job.attempt_id, item.lines)
         handed_back: list[Outcome] = []
+        unstarted: list[tuple[uuid.UUID, uuid.UUID]] = []
         failures: list[Outcome] = []
         successes: list[state.Success] = []
         for item in finished:
             o = item.outcome
             if o.handed_back:
                 handed_back.append(o)
+            elif o.lost_unstarted:
+                unstarted.append((o.attempt.job.id, o.attempt.job.attempt_id))
             elif o.error is not None:
                 failures.append(o)
             else:
@@ -200,7 +204,7 @@ class Completer:
                         o.attempt.job.id, o.attempt.job.attempt_id, o.result, o.finished_at
                     )
                 )
-        offers = self._hand_back(handed_back) + self._fail(failures)
+        offers = self._hand_back(handed_back, unstarted) + self._fail(failures)
         if successes:
             report = state.complete(successes, self.worker_id)
             for refused in report.refused:
@@ -218,11 +222,16 @@ class Completer:
                 offers += released
         return offers
 
-    def _hand_back(self, outcomes: Sequence[Outcome]) -> list[ScheduledJob]:
-        """Undo the claims of jobs never started here; the jobs, runnable again."""
+    def _hand_back(
+        self, outcomes: Sequence[Outcome], lost: Sequence[tuple[uuid.UUID, uuid.UUID]]
+    ) -> list[ScheduledJob]:
+        """Undo the claims of jobs never started here; the jobs, runnable again. Those whose
+        claim was `lost` meanwhile (job id, attempt id), and those a hand-back finds lost,
+        get attempts that say they never started, if a cancel took them."""
         report = state.hand_back([(o.attempt.job.id, o.attempt.job.attempt_id) for o in outcomes])
         for job_id, _ in report.refused:
             logger.info("hand-back of job %s refused: its claim was lost", job_id)
+        state.note_unstarted([*lost, *report.refused])
         return [ScheduledJob.from_row(row) for row in report.returned]
 
     def _fail(self, outcomes: Sequence[Outcome]) -> list[ScheduledJob]:

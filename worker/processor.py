@@ -171,6 +171,12 @@ class Attempt:
     # Seconds the handler took, once it returned.
     ran_for: float | None = None
 
+    @property
+    def never_started(self) -> bool:
+        """No thread took it (an inline one runs as it starts). Once it is dropped (`lose`),
+        none will: a thread starts it only under the lock that marks it abandoned."""
+        return self.started is None and not self.finished
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -181,6 +187,9 @@ class Outcome:
     # Never started: it waited for a thread past the bound (`Processor.overdue`), and its
     # claim is to be undone, not reported as a success or a failure.
     handed_back: bool = False
+    # Never started: its claim was lost while it waited for a thread (a cancel, which closed
+    # its attempt), and its attempt is only to say that it never started.
+    lost_unstarted: bool = False
     # What is written of `error`, read where the outcome is made: on the handler's thread
     # for what a handler raised (`record_of` runs job code).
     error_record: ErrorRecord | None = field(init=False, default=None)

@@ -511,8 +511,10 @@ class Worker:
             return
         if "cancelled" in message:
             job_id = uuid.UUID(message["cancelled"])
-            if self.processor.lose(job_id) is not None:
-                logger.info("job %s was cancelled while running", job_id)
+            attempt = self._drop(job_id)
+            if attempt is not None:
+                when = "before it started" if attempt.never_started else "while running"
+                logger.info("job %s was cancelled %s", job_id, when)
         elif "id" in message:
             if "queue" not in message or self.queues.serves(message["queue"]):
                 self._offer([ScheduledJob.from_row(message)])
@@ -675,12 +677,21 @@ class Worker:
         return {job_id: a.job.attempt_id for job_id, a in self.processor.running.items()}
 
     def _lose(self, job_id: uuid.UUID) -> None:
-        attempt = self.processor.lose(job_id)
-        if attempt is not None:
-            self._unwritten_logs.pop(attempt.job.attempt_id, None)
+        if self._drop(job_id) is not None:
             logger.warning(
                 "job %s: claim lost (cancelled or rescued); handler told to stop", job_id
             )
+
+    def _drop(self, job_id: uuid.UUID) -> Attempt | None:
+        """Give up the attempt of `job_id`, whose claim is gone (cancelled, rescued): its
+        handler is told to stop. One that still waited for a thread never starts, and goes
+        to the completer for its attempt to say so: a cancel records it as running."""
+        attempt = self.processor.lose(job_id)
+        if attempt is not None:
+            self._unwritten_logs.pop(attempt.job.attempt_id, None)
+            if attempt.never_started:
+                self._hand_over([Outcome(attempt, lost_unstarted=True)])
+        return attempt
 
     # --- database trouble ----------------------------------------------------------------------
 

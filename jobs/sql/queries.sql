@@ -283,7 +283,10 @@ SELECT id, type, priority, run_at, created_at, attempt_id, job FROM returned;
 
 -- name: cancel_job
 -- Cancel those of `job_ids` that have not finished. A running attempt is closed as failed
--- and loses its claim, so the worker's late outcome is refused.
+-- and loses its claim, so the worker's late outcome is refused. A claimed job is
+-- `processing` whether a thread of its worker took it or it still waits for one, which only
+-- its worker knows: the one that waited is then said to have never started
+-- (`note_unstarted_cancels`).
 WITH cancelled AS (
     UPDATE jobs AS j
     SET status = 'cancelled',
@@ -305,6 +308,18 @@ WITH cancelled AS (
     WHERE cancelled_attempt_id IS NOT NULL
 )
 SELECT cancelled.* FROM cancelled CROSS JOIN closed;
+
+-- name: note_unstarted_cancels
+-- Say of attempts closed by a cancel (`cancel_job`, error type `Cancelled`) that their
+-- handler never started: their job waited in its worker for a thread, and was dropped
+-- there. The worker that held each claim presents it (job id, attempt id), as its outcome
+-- would; an attempt closed otherwise (its job rescued meanwhile) keeps what it says. Its
+-- times stay: it was claimed then, and held until the cancel.
+UPDATE job_attempts AS a
+SET error_message = 'Cancelled before it started'
+FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[]) AS u(job_id, attempt_id)
+WHERE a.id = u.attempt_id AND a.job_id = u.job_id AND a.error_type = 'Cancelled'
+RETURNING a.id;
 
 -- name: cancel_dependents
 -- Cancel every not-yet-started job downstream of `job_ids`, naming the upstream job and
@@ -371,8 +386,14 @@ FROM scheduler_delete_jobs(ARRAY(
 -- Take back jobs whose worker is gone: those of workers that missed their heartbeat past
 -- `heartbeat_before` (marked dead here), those stuck in processing since before
 -- `stuck_before` that no worker vouched for since (`lost_claims`), and those of `worker_id`
--- when it releases its jobs on a forced shutdown.
--- The lost attempt is recorded as failed; a job with no attempts left enters the DLQ.
+-- when it releases its jobs on a forced shutdown (`requeue`).
+-- The lost attempt is recorded as failed. A dead or stuck worker's counts, and a job with no
+-- attempts left enters the DLQ: a crash may be the job's own doing (its memory, a native
+-- library), and must not kill worker after worker. A released one is recorded but not
+-- counted (the next attempt takes its number), as Sidekiq puts back what a shutdown cut
+-- short: a stop out of grace, a second signal, a failed thread of the worker are none of
+-- the job's doing, and a deploy must not bring a job closer to the DLQ. Either way the
+-- lost attempt's id is no longer the job's, so its late outcome is refused.
 -- Both clocks count only from `watched_since` (when the caller last regained the database)
 -- and from the server's start: while the database was down or cut off for everyone nobody
 -- could beat or report, and a worker back with finished outcomes is neither dead nor stuck.
@@ -398,6 +419,7 @@ WITH sight AS (
     SET status = CASE WHEN %(requeue)s OR j.attempt_count < j.max_retries
                       THEN 'pending' ELSE 'failed' END,
         in_dlq = NOT %(requeue)s AND j.attempt_count >= j.max_retries,
+        attempt_count = CASE WHEN %(requeue)s THEN j.attempt_count - 1 ELSE j.attempt_count END,
         error_signature = CASE WHEN NOT %(requeue)s AND j.attempt_count >= j.max_retries
                                THEN scheduler_error_signature(j.type, 'WorkerLost', %(reason)s)
                           END,
