@@ -332,6 +332,9 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "jobs.api.schema.job_create_body",
         "jobs.api.schema.bodies_required",
+        "jobs.api.schema.live_routes",
+        # After every hook that adds a path, so that its answers name their headers too.
+        "jobs.api.schema.response_headers",
     ],
     # Swagger UI's files are served from our own static files: no CDN, works offline.
     "SWAGGER_UI_DIST": "SIDECAR",

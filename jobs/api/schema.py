@@ -6,18 +6,23 @@ from typing import Any
 
 import django_filters
 from django.conf import settings
+from django.urls import get_script_prefix, reverse
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 
 from jobs import limits, queue_names
+from jobs.events import JOB_EVENT_TYPES, STATS_UPDATED
 from jobs.filters import InstantFilter, JobFilter
+from jobs.live.hub import STREAM_DROPPED, STREAM_STATUS
+from jobs.live.views import RETRY_MILLISECONDS
 from jobs.models import RecurInterval
 from jobs.recurrence import zone_names
 from jobs.registry import registry
 from jobs.state import IDEMPOTENCY_KEY, MAX_UPSTREAM
 
 from .errors import UNAVAILABLE_MESSAGE, error_body
+from .middleware import _CLIENT_ID
 from .serializers import INSTANT_SCHEMA, MAX_BATCH, ErrorSerializer, RefusesUnknownFields
 
 
@@ -50,8 +55,9 @@ class ClosedBody(OpenApiSerializerExtension):
 _ERRORS: dict[int, tuple[str, str, str, dict[str, Any]]] = {
     400: (
         "validation_error",
-        "A body field or query parameter is wrong (`validation_error`, `details` maps each "
-        "one to its messages), or the body is not JSON (`malformed_json`).",
+        "A body field or query parameter is wrong, or a query parameter is given more than "
+        "once: each takes one value (`validation_error`, `details` maps each one to its "
+        "messages); or the body is not JSON (`malformed_json`).",
         "Invalid input: priority.",
         {"priority": ["Must be 1, 2 or 3."]},
     ),
@@ -84,7 +90,8 @@ _ERRORS: dict[int, tuple[str, str, str, dict[str, Any]]] = {
     ),
     429: (
         "rate_limited",
-        "Over API_RATE_LIMIT (off by default); `Retry-After` says when to come back.",
+        "Over API_RATE_LIMIT (off by default), or too many failed token attempts from the "
+        "address (API_TOKEN_FAILURE_LIMIT); `Retry-After` says when to come back.",
         "Too many requests. Retry after the Retry-After seconds.",
         {},
     ),
@@ -200,6 +207,15 @@ IDEMPOTENCY_CONFLICT = OpenApiResponse(
             ),
         )
     ],
+)
+
+JOB_LOCATION = OpenApiParameter(
+    "Location",
+    {"type": "string", "format": "uri"},
+    OpenApiParameter.HEADER,
+    description="The job's URL (`GET /api/v1/jobs/{job_id}`).",
+    required=True,
+    response=[201, 200],
 )
 
 JOB_ID_PARAMETER = OpenApiParameter(
@@ -344,4 +360,190 @@ def bodies_required(
         for operation in operations.values():
             if "requestBody" in operation:
                 operation["requestBody"]["required"] = True
+    return result
+
+
+ERROR_SCHEMA_REF = "#/components/schemas/Error"
+AUTHENTICATED: list[dict[str, list[str]]] = [{"bearerAuth": []}, {"cookieAuth": []}]
+
+
+def _error_response(status: int, description: str | None = None) -> dict[str, Any]:
+    """`error_responses(status)` as the document states it, for a path drf-spectacular does
+    not generate."""
+    code, default_description, message, details = _ERRORS[status]
+    example = {"summary": code, "value": error_body(code, message, details)}
+    return {
+        "description": description or default_description,
+        "content": {
+            "application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}, "examples": {code: example}}
+        },
+    }
+
+
+def _live_path(route: str) -> str:
+    # The document's paths are the URLconf's, without the prefix a deployment may mount the
+    # site under: reverse() would add it.
+    return "/" + reverse(route).removeprefix(get_script_prefix())
+
+
+def _live_refusals() -> dict[str, Any]:
+    return {
+        "401": _error_response(401, "No, bad or revoked credentials."),
+        "429": _error_response(
+            429,
+            "Too many failed token attempts from this address (API_TOKEN_FAILURE_LIMIT), good "
+            "token or not; `Retry-After` says when to come back. API_RATE_LIMIT does not "
+            "apply.",
+        ),
+        "500": _error_response(500),
+        "503": _error_response(503),
+    }
+
+
+_STREAM_DESCRIPTION = (
+    "Server-Sent Events, UTF-8. First `retry: {retry}`, then one `{stats}` (the `/jobs/stats` "
+    "object), then every event as it happens, `event:` its type and `data:` a JSON object: "
+    '{jobs} (each the job object), `{stats}`; `{status}` (`{{"redis": "down"}}` or '
+    '`"up"`, then a fresh `{stats}`) when Redis is lost or back; `{dropped}` just before the '
+    "server closes a client that fell too far behind (reconnect for a fresh start). A "
+    "`: keep-alive` comment comes at least every {keepalive:g} s (SSE_KEEPALIVE_SECONDS). "
+    "Besides that drop, the server ends the stream only when it stops, or at the first "
+    "keep-alive after the token or console session that opened it no longer holds. A viewer "
+    "may read it. HEAD answers the same headers after the same checks, and no events. Any "
+    "other method is a 405 `method_not_allowed` with `Allow: GET, HEAD`."
+).format(
+    retry=RETRY_MILLISECONDS,
+    keepalive=settings.SSE_KEEPALIVE_SECONDS,
+    stats=STATS_UPDATED,
+    jobs=", ".join(f"`{name}`" for name in JOB_EVENT_TYPES),
+    status=STREAM_STATUS,
+    dropped=STREAM_DROPPED,
+)
+
+
+def _stream_operations(operation_id: str, summary: str) -> dict[str, Any]:
+    """GET and HEAD of an event stream route."""
+    get: dict[str, Any] = {
+        "operationId": operation_id,
+        "summary": summary,
+        "description": _STREAM_DESCRIPTION,
+        "tags": ["live"],
+        "security": AUTHENTICATED,
+        "responses": {
+            "200": {
+                "description": "The stream; `Cache-Control: no-cache`.",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            **_live_refusals(),
+        },
+    }
+    head = {
+        **get,
+        "operationId": f"{operation_id}_head",
+        "summary": f"{summary}: its headers only",
+        "responses": {
+            status: {"description": response["description"]}
+            for status, response in get["responses"].items()
+        },
+    }
+    return {"get": get, "head": head}
+
+
+_HUB_COUNTS = {
+    "type": "object",
+    "properties": {
+        "clients": {"type": "integer", "minimum": 0, "description": "Open streams."},
+        "queued_frames": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Frames waiting to be written to them.",
+        },
+        "reader_running": {"type": "boolean", "description": "Subscribed to the channel."},
+        "stopping_reader": {
+            "type": "boolean",
+            "description": "The last client left and the reader is closing.",
+        },
+        "redis": {"enum": ["unknown", "up", "down"]},
+        "asyncio_tasks": {"type": "integer", "minimum": 0},
+    },
+    "required": [
+        "clients",
+        "queued_frames",
+        "reader_running",
+        "stopping_reader",
+        "redis",
+        "asyncio_tasks",
+    ],
+    "additionalProperties": False,
+}
+
+
+def live_routes(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """POSTPROCESSING_HOOK: the live routes (`jobs.live`), plain async Django views that
+    drf-spectacular does not see, since they are not DRF's: an open stream must not hold a
+    thread."""
+    paths = result["paths"]
+    paths[_live_path("job-stream-v1")] = _stream_operations("jobs_stream", "Live job events")
+    paths[_live_path("job-stream")] = _stream_operations(
+        "jobs_stream_unversioned", "Live job events (the same stream, outside /v1)"
+    )
+    paths[_live_path("job-stream-status")] = {
+        "get": {
+            "operationId": "jobs_stream_status",
+            "summary": "This process's event hub",
+            "description": "What the process that answers holds: its connected stream "
+            "clients, the frames queued for them, its Redis reader and Redis as last seen. "
+            "A viewer may read it.",
+            "tags": ["live"],
+            "security": AUTHENTICATED,
+            "responses": {
+                "200": {
+                    "description": "",
+                    "content": {"application/json": {"schema": _HUB_COUNTS}},
+                },
+                **_live_refusals(),
+            },
+        }
+    }
+    return result
+
+
+# The headers of the answers, each named once in `components.headers`.
+_HEADERS: dict[str, dict[str, Any]] = {
+    "X-Request-ID": {
+        "description": "On every answer: the client's own `X-Request-ID` when it sent a sane "
+        "one (1 to 128 letters, digits, `.`, `_`, `:` or `-`), else one the server made. The "
+        "server's log lines of the request carry it.",
+        "required": True,
+        "schema": {"type": "string", "pattern": _CLIENT_ID.pattern},
+    },
+    "Retry-After": {
+        "description": "Seconds to wait before trying again.",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    },
+    "WWW-Authenticate": {
+        "description": "The scheme to authenticate with: `Bearer`.",
+        "required": True,
+        "schema": {"type": "string", "const": "Bearer"},
+    },
+}
+# Which answers carry which header, beyond `X-Request-ID` on all.
+_HEADERS_BY_STATUS = {"401": ["WWW-Authenticate"], "429": ["Retry-After"], "503": ["Retry-After"]}
+
+
+def response_headers(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """POSTPROCESSING_HOOK: the headers every answer of a status carries, whatever its route
+    (the middleware and the error handler set them), named on each response."""
+    result["components"]["headers"] = _HEADERS
+    for operations in result["paths"].values():
+        for operation in operations.values():
+            for status, response in operation["responses"].items():
+                headers = response.setdefault("headers", {})
+                for name in ["X-Request-ID", *_HEADERS_BY_STATUS.get(status, [])]:
+                    headers[name] = {"$ref": f"#/components/headers/{name}"}
     return result

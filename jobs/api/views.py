@@ -46,6 +46,7 @@ from .schema import (
     IDEMPOTENCY_CONFLICT,
     IDEMPOTENCY_KEY_PARAMETER,
     JOB_ID_PARAMETER,
+    JOB_LOCATION,
     READ_ERRORS,
     WRITE_ERRORS,
     error_responses,
@@ -77,6 +78,9 @@ SCHEDULES_TAG = ["schedules"]
 QUEUES_TAG = ["queues"]
 
 
+GIVEN_MORE_THAN_ONCE = "Given more than once: send one value."
+
+
 def parse_job_id(raw: str) -> uuid.UUID:
     try:
         return uuid.UUID(raw)
@@ -97,15 +101,21 @@ class ApiView(APIView):
         if declared.isdigit() and int(declared) > settings.API_MAX_BODY_BYTES:
             raise PayloadTooLarge(settings.API_MAX_BODY_BYTES)
         super().initial(request, *args, **kwargs)
-        # No write takes a query parameter: one sent is a client's mistake, refused before
-        # anything changes (`DELETE /jobs/empty-dlq?type=...` emptied the whole DLQ). A
-        # method the route does not have stays a 405.
+        # A method the route does not have stays a 405.
         method = str(request.method)
-        writes = method not in SAFE_METHODS and hasattr(self, method.lower())
-        if writes and request.query_params:
+        if not hasattr(self, method.lower()):
+            return
+        # No write takes a query parameter: one sent is a client's mistake, refused before
+        # anything changes (`DELETE /jobs/empty-dlq?type=...` emptied the whole DLQ).
+        if method not in SAFE_METHODS and request.query_params:
             raise state.JobValidationError(
                 {name: ["Unknown query parameter."] for name in request.query_params}
             )
+        # Every parameter takes one value, and a view reads the last of several: a client
+        # meaning `status=pending&status=failed` as "either" saw only the failed jobs.
+        repeated = [name for name, values in request.query_params.lists() if len(values) > 1]
+        if repeated:
+            raise state.JobValidationError({name: [GIVEN_MORE_THAN_ONCE] for name in repeated})
 
 
 class JobListView(ApiView):
@@ -126,7 +136,7 @@ class JobListView(ApiView):
         tags=JOBS_TAG,
         summary="Submit a job",
         request=JobCreateSerializer,
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        parameters=[IDEMPOTENCY_KEY_PARAMETER, JOB_LOCATION],
         responses={
             201: JobSerializer,
             200: OpenApiResponse(
