@@ -55,6 +55,21 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     settings.DATABASES["default"]["OPTIONS"].pop("pool", None)
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> None:
+    """The test database as created, whose commits wait for no disk write: every process
+    the tests start sees a commit as soon as it is made, as before, but none waits for the
+    WAL's fsync. Only a crash of the PostgreSQL server could lose one; `make faults`, which
+    crashes servers, runs its own."""
+    with django_db_blocker.unblock():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"ALTER DATABASE {connection.ops.quote_name(connection.settings_dict['NAME'])} "
+                "SET synchronous_commit = off"
+            )
+        connection.close()  # the setting holds from the next connection
+
+
 # What no test changes, and a flush would empty only for post_migrate to write it again.
 KEPT_BY_FLUSH = ("django_migrations", "django_content_type", "auth_permission")
 
