@@ -25,7 +25,9 @@ from .errors import is_api_request, validation_error_body
 
 logger = logging.getLogger("jobs.access")
 
-_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+# The X-Request-ID a client may bring and have kept as its request's id (and what the
+# OpenAPI document states of the header).
+CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 class _SyncAndAsyncMiddleware:
@@ -72,7 +74,7 @@ class RequestIdMiddleware(_SyncAndAsyncMiddleware):
 
     def _begin(self, request: HttpRequest) -> tuple[Token[str | None], float]:
         offered = request.headers.get("X-Request-ID", "")
-        request_id = offered if _CLIENT_ID.match(offered) else new_request_id()
+        request_id = offered if CLIENT_REQUEST_ID.match(offered) else new_request_id()
         request.request_id = request_id  # type: ignore[attr-defined]
         return request_id_var.set(request_id), time.perf_counter()
 

@@ -22,7 +22,7 @@ from jobs.registry import registry
 from jobs.state import IDEMPOTENCY_KEY, MAX_UPSTREAM
 
 from .errors import UNAVAILABLE_MESSAGE, error_body
-from .middleware import _CLIENT_ID
+from .middleware import CLIENT_REQUEST_ID
 from .serializers import INSTANT_SCHEMA, MAX_BATCH, ErrorSerializer, RefusesUnknownFields
 
 
@@ -517,7 +517,7 @@ _HEADERS: dict[str, dict[str, Any]] = {
         "one (1 to 128 letters, digits, `.`, `_`, `:` or `-`), else one the server made. The "
         "server's log lines of the request carry it.",
         "required": True,
-        "schema": {"type": "string", "pattern": _CLIENT_ID.pattern},
+        "schema": {"type": "string", "pattern": CLIENT_REQUEST_ID.pattern},
     },
     "Retry-After": {
         "description": "Seconds to wait before trying again.",
