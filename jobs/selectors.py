@@ -16,8 +16,6 @@ from .models import Job, JobAttempt
 from .representation import format_time, with_job_objects
 from .state import JobNotFound, JobValidationError
 
-# Query parameters of list routes that are not filters.
-LIST_PARAMS = frozenset({"page", "limit", "cursor", "format"})
 # Lists count the jobs they match exactly up to this many; above, the count is PostgreSQL's
 # estimate, since an exact count reads every matching row (a million rows: ~100 ms).
 EXACT_COUNT_LIMIT = 10_000
@@ -31,13 +29,16 @@ ModelT = TypeVar("ModelT", bound=Model)
 def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[Job]:
     """Jobs matching the `GET /jobs` query `params`, ordered, with their job objects.
 
-    An unknown parameter, an empty one or a value that does not parse is a
-    JobValidationError naming it: a typo must not silently widen the list.
+    An empty parameter or a value that does not parse is a JobValidationError naming it.
+    `params` holds only the filters and the pagination: `ApiView` has refused every other
+    parameter, by the list's declared ones (`jobs.api.schema.list_parameters`, built from
+    `JobFilter`), so that no route keeps a list of its own.
     """
-    errors = JobFilter.unknown(params, also=LIST_PARAMS)
-    for name, value in params.items():
-        if value == "" and name not in errors:
-            errors[name] = ["Empty: give a value, or leave the parameter out."]
+    errors = {
+        name: ["Empty: give a value, or leave the parameter out."]
+        for name, value in params.items()
+        if value == ""
+    }
     # The DLQ as `status=dlq` means it, so that its page is one range of
     # `jobs_status_created_idx`: `in_dlq` alone walked `jobs_created_idx` over every newer job.
     queryset = Job.objects.filter(status_condition(DLQ)) if dlq_only else Job.objects.all()

@@ -10,6 +10,8 @@ from django.urls import get_script_prefix, reverse
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
 
 from jobs import limits, queue_names
 from jobs.events import JOB_EVENT_TYPES, STATS_UPDATED
@@ -174,6 +176,33 @@ def list_parameters() -> list[OpenApiParameter]:
         ),
     ]
     return parameters
+
+
+_DECLARED: dict[tuple[type[APIView], str], frozenset[str]] = {}
+
+
+def declared_query_parameters(view: APIView, method: str) -> frozenset[str]:
+    """The query parameters that the OpenAPI operation of `view`'s `method` declares (its
+    `extend_schema(parameters=...)`), and DRF's renderer choice (the browsable API's links
+    carry it): what the route takes, read from the one declaration the document is made
+    of, so that the two never disagree. Declarations are fixed at import: read once a route
+    and method (drf-spectacular's scope check needs a view with its request)."""
+    key = (type(view), method)
+    if key not in _DECLARED:
+        taken = {api_settings.URL_FORMAT_OVERRIDE}
+        schema_class = getattr(getattr(view, method.lower()), "kwargs", {}).get("schema")
+        if schema_class is not None:
+            schema = schema_class()
+            schema.view = view
+            schema.method = method
+            taken.update(
+                parameter.name
+                for parameter in schema.get_override_parameters()
+                if isinstance(parameter, OpenApiParameter)
+                and parameter.location == OpenApiParameter.QUERY
+            )
+        _DECLARED[key] = frozenset(taken)
+    return _DECLARED[key]
 
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(

@@ -49,6 +49,7 @@ from .schema import (
     JOB_LOCATION,
     READ_ERRORS,
     WRITE_ERRORS,
+    declared_query_parameters,
     error_responses,
     list_parameters,
 )
@@ -79,6 +80,7 @@ QUEUES_TAG = ["queues"]
 
 
 GIVEN_MORE_THAN_ONCE = "Given more than once: send one value."
+UNKNOWN_QUERY_PARAMETER = "Unknown query parameter."
 
 
 def parse_job_id(raw: str) -> uuid.UUID:
@@ -88,10 +90,16 @@ def parse_job_id(raw: str) -> uuid.UUID:
         raise state.JobValidationError({"id": [f"{raw!r} is not a valid UUID."]}) from None
 
 
+def refuse_unknown(names: list[str]) -> None:
+    if names:
+        raise state.JobValidationError({name: [UNKNOWN_QUERY_PARAMETER] for name in names})
+
+
 class ApiView(APIView):
     """Bearer tokens for clients, the session for the console and the browsable API (whose
     writes then need the CSRF token). Refuses a declared oversized body before
-    authentication or parsing spend anything."""
+    authentication or parsing spend anything, and any query parameter the route does not
+    take."""
 
     authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
     parser_classes = [JSONBodyParser]
@@ -107,15 +115,19 @@ class ApiView(APIView):
             return
         # No write takes a query parameter: one sent is a client's mistake, refused before
         # anything changes (`DELETE /jobs/empty-dlq?type=...` emptied the whole DLQ).
-        if method not in SAFE_METHODS and request.query_params:
-            raise state.JobValidationError(
-                {name: ["Unknown query parameter."] for name in request.query_params}
-            )
+        if method not in SAFE_METHODS:
+            refuse_unknown(list(request.query_params))
         # Every parameter takes one value, and a view reads the last of several: a client
         # meaning `status=pending&status=failed` as "either" saw only the failed jobs.
         repeated = [name for name, values in request.query_params.lists() if len(values) > 1]
         if repeated:
             raise state.JobValidationError({name: [GIVEN_MORE_THAN_ONCE] for name in repeated})
+        # A read takes what its OpenAPI operation declares, and DRF's renderer choice (the
+        # browsable API's links carry it): anything else answered as if absent, so
+        # `/jobs/stats?type=noop` counted every job for a client that believed it filtered.
+        if request.query_params:
+            known = declared_query_parameters(self, method)
+            refuse_unknown([name for name in request.query_params if name not in known])
 
 
 class JobListView(ApiView):
@@ -325,9 +337,6 @@ class JobGraphView(ApiView):
     )
     def get(self, request: Request, job_id: str) -> Response:
         job = parse_job_id(job_id)
-        unknown = sorted(set(request.query_params) - {"depth"})
-        if unknown:
-            raise state.JobValidationError({name: ["Unknown parameter."] for name in unknown})
         raw = request.query_params.get("depth", str(graph.DEFAULT_DEPTH))
         if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= graph.MAX_DEPTH):
             message = f"An integer from 1 to {graph.MAX_DEPTH}."
@@ -675,7 +684,8 @@ class LimitDetailView(ApiView):
 
 
 class HealthView(APIView):
-    """Open to anyone, never throttled: load balancers and probes call it."""
+    """Open to anyone, never throttled: load balancers and probes call it, and what one adds
+    to the query (a cache-buster) is not refused."""
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
