@@ -61,6 +61,9 @@ TIME_FORMAT_MESSAGE = (
     "(e.g. 2026-06-11T00:00:00Z)."
 )
 
+# The error of a query parameter nothing takes: the API's, the ledger's, a bulk action's.
+UNKNOWN_QUERY_PARAMETER = "Unknown query parameter."
+
 
 class InstantError(ValueError):
     """Not an instant, or one out of the range of `jobs.limits`; the message says which."""
@@ -202,7 +205,7 @@ class JobFilter(django_filters.FilterSet):
         django-filter ignores them, and a typo must not silently widen a list, nor the jobs
         a bulk action takes."""
         return {
-            name: ["Unknown query parameter."]
+            name: [UNKNOWN_QUERY_PARAMETER]
             for name in params
             if name not in cls.base_filters and name not in also
         }

@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 
 from jobs import graph, metrics, queues, state
 from jobs.explain import explain
+from jobs.filters import UNKNOWN_QUERY_PARAMETER
 from jobs.models import LimitScope
 from jobs.queue_names import QUEUE_NAME_PATTERN
 from jobs.registry import TYPE_NAME_PATTERN
@@ -80,7 +81,6 @@ QUEUES_TAG = ["queues"]
 
 
 GIVEN_MORE_THAN_ONCE = "Given more than once: send one value."
-UNKNOWN_QUERY_PARAMETER = "Unknown query parameter."
 
 
 def parse_job_id(raw: str) -> uuid.UUID:
