@@ -265,8 +265,9 @@ $$ SELECT date_bin(interval '15 minutes', t, timestamptz '2000-01-01 00:00:00+00
 -- count under several names: a failure that entered the DLQ is `failed` and
 -- `dead_lettered`) and the wait from due (`run_at`) to the claim. `failed` is an attempt
 -- that ended without success (its handler failed, its worker was lost), `retried` those of
--- them that will run again; a claim handed back unstarted is neither (its `attempt_count`
--- goes down), though its next claim is a second `wait_seconds` sample of the job.
+-- them that will run again; a claim handed back unstarted, or a job a stopping worker put
+-- back (a release), is neither (its `attempt_count` goes down), though its next claim is a
+-- second `wait_seconds` sample of the job.
 -- What a firing costs is mostly setting up its statements' plans, whatever the rows: so
 -- the counters and the metrics are one statement, the DLQ's groups are written only when a
 -- dead letter is among the rows (rarely), and the metrics' names come from one array
@@ -330,7 +331,7 @@ $$ BEGIN
                    bool_or(s.in_dlq) FILTER (WHERE s.after) AS in_dlq,
                    min(s.run_at) FILTER (WHERE NOT s.after) AS was_due,
                    min(s.started_at) FILTER (WHERE s.after) AS started_at,
-                   -- Lower after than before only for a claim handed back unstarted.
+                   -- Lower after than before only for a hand-back or a release.
                    min(s.attempt_count) FILTER (WHERE NOT s.after) AS was_attempts,
                    min(s.attempt_count) FILTER (WHERE s.after) AS attempts
             FROM (SELECT false AS after, id, type, queue, status, in_dlq, run_at, started_at,
