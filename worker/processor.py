@@ -47,6 +47,7 @@ from jobs.models import JobLog
 from jobs.registry import HandlerSpec, JobContext, UnknownJobType, registry
 from jobs.state import ClaimedJob
 
+from . import output
 from .outcome import ErrorRecord, HandlerTimeout, TransactionLeftOpen, record_of
 
 logger = logging.getLogger(__name__)
@@ -520,7 +521,8 @@ class Processor:
         began = time.monotonic()
         try:
             try:
-                result = attempt.spec.run(attempt.context)
+                with output.captured(_job_logger(attempt.job, attempt.log_key), LOG_LINE_LIMIT):
+                    result = attempt.spec.run(attempt.context)
             finally:
                 attempt.ran_for = time.monotonic() - began
             # Checked here so that one bad result cannot fail its whole completion batch.

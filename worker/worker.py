@@ -58,6 +58,7 @@ from jobs.reconnect import DATABASE_ERRORS, Backoff
 from jobs.schema_version import SchemaBehind, require_current_schema
 from jobs.stats import stats_publisher
 
+from . import output
 from .claimer import Claimer
 from .completer import Completer, Finished
 from .maintenance import (
@@ -188,7 +189,8 @@ class Worker:
         """Work until told to stop; the process exit code (0: stopped cleanly)."""
         previous_handlers = self._install_signal_handlers()
         try:
-            return self._run()
+            with output.attributed_output():
+                return self._run()
         finally:
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, handler)

@@ -117,6 +117,20 @@ def echo(job: JobContext) -> Any:
     return job.payload.get("value")
 
 
+def prints(job: JobContext) -> None:
+    """Write to stdout and stderr as scripts do (`print`, one line in two pieces, a last line
+    without its newline), and have a thread of its own print a line while it waits."""
+    print("first printed line")
+    print("second ", end="")
+    print("printed line")
+    sys.stderr.write("written to stderr\n")
+    # Not the handler's thread: its line is no attempt's.
+    own = threading.Thread(target=print, args=(f"a thread of its own, for {job.id}",))
+    own.start()
+    own.join()
+    print("no newline at the end", end="")
+
+
 def gc_reach(job: JobContext) -> dict[str, int]:
     """How many objects of this process a full collection walks, and how many it skips
     (`gc.freeze()`)."""
@@ -281,6 +295,8 @@ HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "short_timeout": (sleep, {"timeout": 0.5}),
     "fail_while_file_exists": (fail_while_file_exists, {}),
     "echo": (echo, {}),
+    "prints": (prints, {}),
+    "prints_inline": (prints, {"inline": True}),
     "gc_reach": (gc_reach, {}),
     "unstorable": (unstorable, {}),
     "start_thread": (start_thread, {}),
