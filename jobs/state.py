@@ -743,17 +743,27 @@ def append_logs(
     job_id: uuid.UUID, attempt_id: uuid.UUID, entries: Sequence[tuple[datetime, str, str]]
 ) -> int:
     """Write (time, level, message) lines of a running attempt; 0 once its claim is lost."""
-    if not entries:
+    return append_logs_of([(job_id, attempt_id, entries)])
+
+
+def append_logs_of(
+    attempts: Sequence[tuple[uuid.UUID, uuid.UUID, Sequence[tuple[datetime, str, str]]]],
+) -> int:
+    """Write the (time, level, message) lines of each running attempt of `attempts` (job
+    id, attempt id, lines) in one statement; those of an attempt whose claim is lost are
+    not written. How many lines were."""
+    lines = [(job_id, attempt_id, *entry) for job_id, attempt_id, e in attempts for entry in e]
+    if not lines:
         return 0
     with connection.cursor() as cursor:
         cursor.execute(
             query("append_logs"),
             {
-                "job_id": job_id,
-                "attempt_id": attempt_id,
-                "created_at": [e[0] for e in entries],
-                "levels": [e[1] for e in entries],
-                "messages": [e[2] for e in entries],
+                "job_ids": _array(line[0] for line in lines),
+                "attempt_ids": _array(line[1] for line in lines),
+                "created_at": [line[2] for line in lines],
+                "levels": [line[3] for line in lines],
+                "messages": [line[4] for line in lines],
             },
         )
         return int(cursor.rowcount)

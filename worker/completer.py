@@ -2,16 +2,16 @@
 
 The loop hands over each turn's finished attempts (`submit`) and goes back to claiming at
 once: a claim never waits behind a completion. This thread takes everything handed over
-since its last commit and reports it in ONE transaction: each attempt's log lines, one
-`hand_back` for the claims never started (`Processor.overdue`), one `note_unstarted` for
-those a cancel took while they waited, one `fail` for all failures, one `complete` for all
-successes (with their dependents released), then one commit. While that commit is on its
-way, the next outcomes pile up and go together in the next one, so the batch grows with
-the load and a lone job is reported at once (no timer). Fencing stays with the statements
-(`jobs.state`): an outcome whose claim was lost is refused, logged, and dropped. Once the
-transaction commits, each failed attempt is one WARNING line of the worker's log (its
-error, and its retry's time or the DLQ); a success is a line only at DEBUG, which a drain
-of thousands of jobs a second must not pay for.
+since its last commit and reports it in ONE transaction: one `append_logs_of` for all their
+log lines, one `hand_back` for the claims never started (`Processor.overdue`), one
+`note_unstarted` for those a cancel took while they waited, one `fail` for all failures,
+one `complete` for all successes (with their dependents released), then one commit. While
+that commit is on its way, the next outcomes pile up and go together in the next one, so
+the batch grows with the load and a lone job is reported at once (no timer). Fencing stays
+with the statements (`jobs.state`): an outcome whose claim was lost is refused, logged, and
+dropped. Once the transaction commits, each failed attempt is one WARNING line of the
+worker's log (its error, and its retry's time or the DLQ); a success is a line only at
+DEBUG, which a drain of thousands of jobs a second must not pay for.
 
 What becomes runnable through a report (a retry, a job handed back, the next run of a
 recurring job, a released dependent) goes back to the loop as ("reported", (job ids,
@@ -182,10 +182,13 @@ class Completer:
 
     def _report(self, finished: Sequence[Finished]) -> list[ScheduledJob]:
         """Record the outcomes; the jobs that became runnable through them."""
-        for item in finished:
-            job = item.outcome.attempt.job
-            if item.lines:
-                state.append_logs(job.id, job.attempt_id, item.lines)
+        state.append_logs_of(
+            [
+                (item.outcome.attempt.job.id, item.outcome.attempt.job.attempt_id, item.lines)
+                for item in finished
+                if item.lines
+            ]
+        )
         handed_back: list[Outcome] = []
         unstarted: list[tuple[uuid.UUID, uuid.UUID]] = []
         failures: list[Outcome] = []

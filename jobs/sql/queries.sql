@@ -442,14 +442,18 @@ WITH sight AS (
 SELECT rescued.* FROM rescued CROSS JOIN closed;
 
 -- name: append_logs
--- Write log lines of a running attempt; refused (nothing written) once the claim is lost.
+-- Write log lines of running attempts, each line naming its job and attempt, in one
+-- statement for a whole report (a statement per attempt that logged was a sixth of the
+-- completer's time in a drain where one job in ten logs). The lines of an attempt whose
+-- claim is lost are refused (not written).
 INSERT INTO job_logs (job_id, attempt_id, created_at, level, message)
-SELECT %(job_id)s, %(attempt_id)s, entry.created_at, entry.level, entry.message
-FROM unnest(%(created_at)s::timestamptz[], %(levels)s::text[], %(messages)s::text[])
-     AS entry(created_at, level, message)
-WHERE EXISTS (SELECT 1 FROM jobs
-              WHERE id = %(job_id)s AND status = 'processing'
-                AND current_attempt_id = %(attempt_id)s);
+SELECT entry.job_id, entry.attempt_id, entry.created_at, entry.level, entry.message
+FROM unnest(%(job_ids)s::uuid[], %(attempt_ids)s::uuid[], %(created_at)s::timestamptz[],
+            %(levels)s::text[], %(messages)s::text[])
+     AS entry(job_id, attempt_id, created_at, level, message)
+WHERE (entry.job_id, entry.attempt_id) IN (
+    SELECT id, current_attempt_id FROM jobs
+    WHERE id = ANY(%(job_ids)s::uuid[]) AND status = 'processing');
 
 -- name: create_job
 -- Create one job (`jobs.state.enqueue`) and, when it waits on nothing, wake the listening

@@ -649,3 +649,28 @@ def test_a_job_its_live_worker_still_runs_is_never_taken_for_stuck():
     assert [job["id"] for job in rescued] == [str(forgotten.id)]
     assert Job.objects.get(id=runs.id).status == "processing"
     assert JobAttempt.objects.get(id=forgotten.attempt_id).error_type == "WorkerLost"
+
+
+def test_the_log_lines_of_a_report_are_written_for_the_attempts_that_still_hold_their_claim():
+    worker = new_worker()
+    kept, lost, gone_by = (
+        claimed(worker, state.enqueue("noop", {"n": n}, priority=2)) for n in range(3)
+    )
+    state.cancel(lost.id)  # its attempt closed, its claim lost
+    now = timezone.now()
+
+    written = state.append_logs_of(
+        [
+            (kept.id, kept.attempt_id, [(now, "INFO", "kept 1"), (now, "WARNING", "kept 2")]),
+            (lost.id, lost.attempt_id, [(now, "INFO", "lost")]),
+            # The right job, another attempt's id: a stale claim.
+            (gone_by.id, kept.attempt_id, [(now, "INFO", "stale")]),
+        ]
+    )
+
+    assert written == 2
+    rows = JobLog.objects.order_by("message").values_list("job_id", "attempt", "message")
+    assert list(rows) == [
+        (kept.id, kept.attempt_id, "kept 1"),
+        (kept.id, kept.attempt_id, "kept 2"),
+    ]
