@@ -121,8 +121,8 @@ def attributed_output() -> Iterator[None]:
 @contextmanager
 def captured(logger: logging.LoggerAdapter[logging.Logger], line_limit: int) -> Iterator[None]:
     """While it lasts, what this thread writes to stdout and stderr is logged to `logger` (an
-        attempt's job logger): each line once ended, or once `line_limit` characters long; what is
-    left unended, at the end."""
+    attempt's job logger): each line once ended, or once `line_limit` characters long; what
+    is left unended, at the end."""
     capture = _Capture(logger, line_limit)
     _running.capture = capture
     try:
