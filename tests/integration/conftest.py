@@ -84,8 +84,13 @@ class WorkerProcess:
     def row(self) -> Worker | None:
         return Worker.objects.filter(pid=self.pid).order_by("-started_at").first()
 
-    def wait_registered(self, timeout: float = 20.0) -> Worker:
-        return wait_for(self.row, timeout, what=f"worker {self.pid} to register")
+    def wait_registered(self, timeout: float = 60.0) -> Worker:
+        # As long as the tests wait for a first job to start: a start-up (Django, the schema
+        # check, the registration) once took over 20 s with several suites on the 2 cores.
+        try:
+            return wait_for(self.row, timeout, what=f"worker {self.pid} to register")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; its log:\n{self.logs()}") from None
 
     def send(self, signum: int) -> None:
         self.popen.send_signal(signum)
