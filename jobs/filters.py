@@ -16,6 +16,7 @@ from typing import Any
 import django_filters
 from django import forms
 from django.db.models import Q, QuerySet
+from django.http import QueryDict
 from django.utils.dateparse import parse_date, parse_datetime
 
 from .limits import EPOCH, MAX_MILLISECONDS, OUT_OF_RANGE_MESSAGE, written_year_in_range
@@ -63,6 +64,22 @@ TIME_FORMAT_MESSAGE = (
 
 # The error of a query parameter nothing takes: the API's, the ledger's, a bulk action's.
 UNKNOWN_QUERY_PARAMETER = "Unknown query parameter."
+# The error of one given more than once: the API's, the live routes', the ledger's.
+GIVEN_MORE_THAN_ONCE = "Given more than once: send one value."
+
+
+def unknown_parameters(names: Iterable[str], taken: Collection[str]) -> dict[str, list[str]]:
+    """The errors of the parameters in `names` that are not in `taken`: one answered as if it
+    were absent tells a client that believed it filtered, or a bulk action's operator, that
+    it did."""
+    return {name: [UNKNOWN_QUERY_PARAMETER] for name in names if name not in taken}
+
+
+def repeated_parameters(params: QueryDict) -> dict[str, list[str]]:
+    """The errors of the parameters of `params` given more than once. Each takes one value,
+    and Django hands a view the last of several: `status=pending&status=failed`, meant as
+    "either", listed only the failed jobs."""
+    return {name: [GIVEN_MORE_THAN_ONCE] for name, values in params.lists() if len(values) > 1}
 
 
 class InstantError(ValueError):
@@ -204,11 +221,7 @@ class JobFilter(django_filters.FilterSet):
         """The errors of the parameters in `params` that are neither a filter nor in `also`:
         django-filter ignores them, and a typo must not silently widen a list, nor the jobs
         a bulk action takes."""
-        return {
-            name: [UNKNOWN_QUERY_PARAMETER]
-            for name in params
-            if name not in cls.base_filters and name not in also
-        }
+        return unknown_parameters(params, {*cls.base_filters, *also})
 
     def filter_status(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
         return queryset.filter(status_condition(value))

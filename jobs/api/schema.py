@@ -15,7 +15,12 @@ from rest_framework.views import APIView
 
 from jobs import limits, queue_names
 from jobs.events import JOB_EVENT_TYPES, STATS_UPDATED
-from jobs.filters import InstantFilter, JobFilter
+from jobs.filters import (
+    GIVEN_MORE_THAN_ONCE,
+    UNKNOWN_QUERY_PARAMETER,
+    InstantFilter,
+    JobFilter,
+)
 from jobs.live.hub import STREAM_DROPPED, STREAM_STATUS
 from jobs.live.views import RETRY_MILLISECONDS
 from jobs.models import RecurInterval
@@ -23,7 +28,7 @@ from jobs.recurrence import zone_names
 from jobs.registry import registry
 from jobs.state import IDEMPOTENCY_KEY, MAX_UPSTREAM
 
-from .errors import UNAVAILABLE_MESSAGE, error_body
+from .errors import UNAVAILABLE_MESSAGE, error_body, validation_error_body
 from .middleware import CLIENT_REQUEST_ID
 from .serializers import INSTANT_SCHEMA, MAX_BATCH, ErrorSerializer, RefusesUnknownFields
 
@@ -396,11 +401,13 @@ ERROR_SCHEMA_REF = "#/components/schemas/Error"
 AUTHENTICATED: list[dict[str, list[str]]] = [{"bearerAuth": []}, {"cookieAuth": []}]
 
 
-def _error_response(status: int, description: str | None = None) -> dict[str, Any]:
+def _error_response(
+    status: int, description: str | None = None, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """`error_responses(status)` as the document states it, for a path drf-spectacular does
-    not generate."""
+    not generate; `body` for an example of its own."""
     code, default_description, message, details = _ERRORS[status]
-    example = {"summary": code, "value": error_body(code, message, details)}
+    example = {"summary": code, "value": body or error_body(code, message, details)}
     return {
         "description": description or default_description,
         "content": {
@@ -417,6 +424,13 @@ def _live_path(route: str) -> str:
 
 def _live_refusals() -> dict[str, Any]:
     return {
+        "400": _error_response(
+            400,
+            "A query parameter: these routes take none (`validation_error`; `details` maps "
+            f"each one sent to `{UNKNOWN_QUERY_PARAMETER}`, or a repeated one to "
+            f"`{GIVEN_MORE_THAN_ONCE}`).",
+            validation_error_body({"type": [UNKNOWN_QUERY_PARAMETER]}),
+        ),
         "401": _error_response(401, "No, bad or revoked credentials."),
         "429": _error_response(
             429,

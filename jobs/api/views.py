@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 
 from jobs import graph, metrics, queues, state
 from jobs.explain import explain
-from jobs.filters import UNKNOWN_QUERY_PARAMETER
+from jobs.filters import repeated_parameters, unknown_parameters
 from jobs.models import LimitScope
 from jobs.queue_names import QUEUE_NAME_PATTERN
 from jobs.registry import TYPE_NAME_PATTERN
@@ -80,9 +80,6 @@ SCHEDULES_TAG = ["schedules"]
 QUEUES_TAG = ["queues"]
 
 
-GIVEN_MORE_THAN_ONCE = "Given more than once: send one value."
-
-
 def parse_job_id(raw: str) -> uuid.UUID:
     try:
         return uuid.UUID(raw)
@@ -90,9 +87,9 @@ def parse_job_id(raw: str) -> uuid.UUID:
         raise state.JobValidationError({"id": [f"{raw!r} is not a valid UUID."]}) from None
 
 
-def refuse_unknown(names: list[str]) -> None:
-    if names:
-        raise state.JobValidationError({name: [UNKNOWN_QUERY_PARAMETER] for name in names})
+def refuse(errors: dict[str, list[str]]) -> None:
+    if errors:
+        raise state.JobValidationError(errors)
 
 
 class ApiView(APIView):
@@ -116,18 +113,14 @@ class ApiView(APIView):
         # No write takes a query parameter: one sent is a client's mistake, refused before
         # anything changes (`DELETE /jobs/empty-dlq?type=...` emptied the whole DLQ).
         if method not in SAFE_METHODS:
-            refuse_unknown(list(request.query_params))
-        # Every parameter takes one value, and a view reads the last of several: a client
-        # meaning `status=pending&status=failed` as "either" saw only the failed jobs.
-        repeated = [name for name, values in request.query_params.lists() if len(values) > 1]
-        if repeated:
-            raise state.JobValidationError({name: [GIVEN_MORE_THAN_ONCE] for name in repeated})
+            refuse(unknown_parameters(request.query_params, ()))
+        refuse(repeated_parameters(request.query_params))
         # A read takes what its OpenAPI operation declares, and DRF's renderer choice (the
         # browsable API's links carry it): anything else answered as if absent, so
         # `/jobs/stats?type=noop` counted every job for a client that believed it filtered.
         if request.query_params:
             known = declared_query_parameters(self, method)
-            refuse_unknown([name for name in request.query_params if name not in known])
+            refuse(unknown_parameters(request.query_params, known))
 
 
 class JobListView(ApiView):

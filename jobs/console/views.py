@@ -27,7 +27,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from jobs import audit, bulk, display, queues, state, webhooks
 from jobs.display import Action
 from jobs.explain import explain
-from jobs.filters import DEFAULT_ORDERING, ORDERING_FIELDS, STATUS_CHOICES, TIME_FIELDS, JobFilter
+from jobs.filters import (
+    DEFAULT_ORDERING,
+    ORDERING_FIELDS,
+    STATUS_CHOICES,
+    TIME_FIELDS,
+    JobFilter,
+    repeated_parameters,
+)
 from jobs.graph import job_graph
 from jobs.models import AuditSource, Job, RecurInterval, Webhook
 from jobs.registry import registry
@@ -107,10 +114,11 @@ def _filter_params(query: QueryDict) -> QueryDict:
 
 
 def _page_number(query: QueryDict) -> int:
-    """The page of a list to show: the first unless `page` is a number from 1 (a page past
+    """The page of a list to show: the first unless `page` is one number from 1 (a page past
     the last is the last, from `get_page`). Django's `get_page` shows the last page for a
     number below 1 too, which over an estimated count means counting every match first."""
-    number = query.get("page", "")
+    given = query.getlist("page")
+    number = given[0] if len(given) == 1 else ""
     return int(number) if number.isdecimal() and int(number) >= 1 else 1
 
 
@@ -127,7 +135,11 @@ def _ledger_filter(request: ConsoleRequest) -> JobFilter:
 def ledger(request: ConsoleRequest) -> HttpResponse:
     filterset = _ledger_filter(request)
     unknown = JobFilter.unknown(request.GET, also=("page",))
-    errors = {**unknown, **filterset.errors}
+    # A filter given twice is shown at its field over what its last value alone would say;
+    # `page` is read as any page that is not one number is (`_page_number`).
+    repeated = repeated_parameters(request.GET)
+    repeated.pop("page", None)
+    errors = {**filterset.errors, **repeated, **unknown}
     valid = not errors
     paginator = BoundedCountPaginator(
         filterset.qs if valid else Job.objects.none(), request.preferences.page_size

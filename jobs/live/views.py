@@ -21,6 +21,9 @@ Wire format (UTF-8, `text/event-stream`):
 
 The stream ends, with nothing more sent, at the first keep-alive after the token that opened
 it is revoked, its user deactivated, or its session ended (`jobs.live.credentials`).
+
+The live routes take no query parameter: one sent is refused, as every API read refuses one
+it does not declare.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed
 
 from jobs.api.auth import BearerTokenAuthentication
-from jobs.api.errors import error_body, method_not_allowed
+from jobs.api.errors import error_body, method_not_allowed, validation_error_body
 from jobs.api.throttling import TooManyFailedTokens
 from jobs.events import STATS_UPDATED
+from jobs.filters import repeated_parameters, unknown_parameters
 from jobs.stats import current_stats
 
 from .credentials import Credential, SessionCredential, TokenCredential
@@ -94,6 +98,15 @@ def _not_read(request: HttpRequest) -> JsonResponse | None:
     return method_not_allowed(str(request.method), "GET, HEAD")
 
 
+def _refused_query(request: HttpRequest) -> JsonResponse | None:
+    """A 400 naming each query parameter, as `ApiView` names those a read does not declare
+    (a repeated one as repeated, first): these routes declare none. A stream does not filter
+    (every client gets every event), and one asked for `?type=send_email` answered as if
+    unfiltered told its client that it did."""
+    errors = repeated_parameters(request.GET) or unknown_parameters(request.GET, ())
+    return JsonResponse(validation_error_body(errors), status=400) if errors else None
+
+
 @csrf_exempt
 async def job_stream(request: HttpRequest) -> HttpResponseBase:
     if refusal := _not_read(request):
@@ -101,6 +114,8 @@ async def job_stream(request: HttpRequest) -> HttpResponseBase:
     found = await read_and_release(_authenticate, request)
     if isinstance(found, JsonResponse):
         return found
+    if refusal := _refused_query(request):
+        return refusal
     # HEAD: no events behind the headers, or its answer would never end.
     response = EventStreamResponse(found if request.method == "GET" else None)
     response["Cache-Control"] = "no-cache"
@@ -127,4 +142,4 @@ async def stream_status(request: HttpRequest) -> HttpResponse:
         return refusal
     if isinstance(found := await read_and_release(_authenticate, request), JsonResponse):
         return found
-    return JsonResponse(get_hub().counts())
+    return _refused_query(request) or JsonResponse(get_hub().counts())
