@@ -813,8 +813,13 @@ def _take_back(params: dict[str, Any]) -> list[JobObject]:
         jobs = _job_objects(rows)
         events: list[tuple[str, JobObject]] = []
         for job in jobs:
-            follow_up = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
-            events += [("job.failed", job), (follow_up, job)]
+            if params["requeue"]:
+                # A release spends no attempt and is counted as no failure: its subscribers
+                # hear what a hand-back tells them, that the job will run again.
+                events.append(("job.retry_scheduled", job))
+            else:
+                follow_up = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
+                events += [("job.failed", job), (follow_up, job)]
         notifier.emit_after_commit(events)
     return jobs
 
