@@ -21,10 +21,11 @@ the handler's own timeout abandons it (`_Deadline`).
 
 URLs may be IRIs (`https://例え.テスト/café`), as people write them: `sendable_url` is the one
 definition of a URL a request can be sent to, and of what it is sent as (its host through
-IDNA, the rest %-encoded as UTF-8). A webhook's URL is checked in full when it is saved. An
-`http_request` payload's schema states what a regular expression can
-(`SENDABLE_URL_PATTERN`: the scheme, no invisible character); its host, which only IDNA can
-judge, is checked when the request is sent.
+IDNA, the rest %-encoded as UTF-8). A webhook's URL is checked in full when it is saved, and
+an `http_request` job's when it is created: its payload's schema states what a regular
+expression can (`SENDABLE_URL_PATTERN`: the scheme, no invisible character), and the type's
+check of `url` calls `sendable_url` for the host, which only IDNA can judge. A job stored
+before that check fails its attempts naming why.
 """
 
 from __future__ import annotations

@@ -82,14 +82,18 @@ def send_email(job: JobContext) -> dict[str, Any]:
         "required": ["url"],
         "additionalProperties": False,
     },
+    # The host, which only IDNA can judge, refused when the job is created rather than at
+    # every attempt into the dead-letter queue.
+    checks={"url": outbound.sendable_url},
     timeout=310,
 )
 def http_request(job: JobContext) -> dict[str, Any]:
     """Make an HTTP request (webhooks) to a URL that may be an IRI, sent encoded. A non-2xx
     answer (a redirect too: none is followed) or a timeout fails the attempt, and so does a
-    target on an internal network or a host IDNA cannot encode (jobs/outbound.py); a 429 or
-    503 answer with a Retry-After is tried again when it says. A webhook's delivery is not
-    sent once its webhook is deleted."""
+    target on an internal network (jobs/outbound.py), or a host IDNA cannot encode in a job
+    stored before its host was checked when created; a 429 or 503 answer with a Retry-After
+    is tried again when it says. A webhook's delivery is not sent once its webhook is
+    deleted."""
     payload = job.payload
     body = None
     headers = dict(payload.get("headers") or {})

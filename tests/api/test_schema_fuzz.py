@@ -7,11 +7,12 @@ app in this process against the test database.
 
 Two rules of POST /jobs (and of each job of POST /jobs/batch) depend on the moment and on the
 data, so no JSON Schema can state them (the schema says them in words): `scheduled_at` must be
-in the future and `depends_on` must name an existing job. A request the schema calls valid is
-made to keep them as a client would (a date moved into the future, the id of a job that
-exists); invalid requests are sent as they were generated. NUL is refused in payloads
-(`jobs.limits`) but not expressible per handler schema either: it is left out of generated
-strings and tested on its own.
+in the future and `depends_on` must name an existing job. Nor can one state an `http_request`
+URL's host, which only IDNA can judge (`jobs.outbound.sendable_url`). A request the schema
+calls valid is made to keep them as a client would (a date moved into the future, the id of a
+job that exists, a host a request can reach); invalid requests are sent as they were
+generated. NUL is refused in payloads (`jobs.limits`) but not expressible per handler schema
+either: it is left out of generated strings and tested on its own.
 
 The schema's `TimeZone` is an enum of every IANA zone (about 600), and the coverage phase
 sends each value of an enum once per branch that holds it: 4,183 of the 4,279 requests it made
@@ -43,7 +44,7 @@ from django.db import close_old_connections
 from django.test import Client
 from hypothesis import HealthCheck, settings
 
-from jobs import limits, state
+from jobs import limits, outbound, state
 from jobs.api.auth import issue_token
 from jobs.registry import registry
 from tests.handlers_app import handlers  # noqa: F401 - registers the typed payloads fuzzed
@@ -123,9 +124,18 @@ def _in_the_future(value: Any) -> Any:
     return value
 
 
+def _to_a_sendable_host(url: str) -> str:
+    try:
+        outbound.sendable_url(url)
+    except outbound.UnsendableURL:
+        return "https://example.com/"
+    return url
+
+
 def keep_the_rules_no_schema_states(case: Any, upstream_id: str) -> None:
-    """A valid request made to keep the moment- and data-dependent rules, as a client would:
-    a future `scheduled_at`, an existing `depends_on`, a cursor the server gave."""
+    """A valid request made to keep the rules no JSON Schema states, as a client would: a
+    future `scheduled_at`, an existing `depends_on`, a cursor the server gave, an
+    `http_request` URL to a host a request can reach."""
     positive = case.meta is not None and case.meta.generation.mode.is_positive
     if positive and isinstance(case.query, dict) and "cursor" in case.query:
         case.query["cursor"] = "first"
@@ -143,6 +153,8 @@ def keep_the_rules_no_schema_states(case: Any, upstream_id: str) -> None:
             job["scheduled_at"] = _in_the_future(job["scheduled_at"])
         if isinstance(job, dict) and job.get("depends_on") is not None:
             job["depends_on"] = upstream_id
+        if isinstance(job, dict) and job.get("type") == "http_request":
+            job["payload"]["url"] = _to_a_sendable_host(job["payload"]["url"])
 
 
 @schema.parametrize()

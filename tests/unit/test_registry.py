@@ -148,6 +148,28 @@ def test_a_declared_type_that_takes_any_object_still_runs_its_validators() -> No
     assert checked.payload_errors({"ab": 1}) == {}
 
 
+def test_a_check_judges_its_field_once_the_payload_fits_the_schema() -> None:
+    checked: list[Any] = []
+
+    def no_example(to: str) -> None:
+        checked.append(to)
+        if to.endswith("@example.com"):
+            raise ValueError("example.com receives no mail.")
+
+    registry = HandlerRegistry()
+    registry.register("mail", schema=SCHEMA, checks={"to": no_example})(lambda job: None)
+    mail = registry.get("mail")
+    assert mail.payload_errors({"to": "a@example.com", "subject": "s"}) == {
+        "payload.to": ["example.com receives no mail."]
+    }
+    assert mail.payload_errors({"to": "a@b", "subject": "s"}) == {}
+    # A payload the schema refuses is refused in its words alone, its fields unchecked.
+    assert mail.payload_errors({"to": 1, "subject": "s"}) == {
+        "payload.to": ["1 is not of type 'string'"]
+    }
+    assert checked == ["a@example.com", "a@b"]
+
+
 def test_a_value_json_has_no_type_for_is_judged_and_worded_as_before() -> None:
     # A Python caller's datetime: jsonschema-rs cannot read it, jsonschema names it.
     errors = spec().payload_errors({"to": "a@b", "subject": datetime(2026, 1, 1)})
