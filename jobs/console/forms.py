@@ -131,7 +131,7 @@ class CreateJobForm(PayloadForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         names = registry.submittable()
-        self.fields["type"].choices = [(name, name) for name in names]  # type: ignore[attr-defined]
+        self.fields["type"].choices = [(name, display.reveal_bidi(name)) for name in names]  # type: ignore[attr-defined]
         self.schemas = {name: registry.get(name).schema for name in names}
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from jobs.display import label_of
+from jobs.display import label_of, reveal_bidi
 from jobs.graph import Graph, Node
 from jobs.representation import short_id
 
@@ -101,7 +101,7 @@ def graph_svg(graph: Graph, url_of: Callable[[uuid.UUID], str]) -> SafeString:
                 # what an SVG shown without the stylesheet draws.
                 " current" if n.id == graph.job_id else "",
                 n.display_state,
-                n.type,
+                reveal_bidi(n.type),
                 n.id,
                 label_of(n.display_state),
                 " (waiting on a dead letter)" if n.waiting_on_dlq else "",
@@ -114,7 +114,7 @@ def graph_svg(graph: Graph, url_of: Callable[[uuid.UUID], str]) -> SafeString:
                 3 if n.id == graph.job_id else 1,
                 place[n.id][0] + NODE_W // 2,
                 place[n.id][1] + 16,
-                n.type[:20],
+                reveal_bidi(n.type[:20]),
                 place[n.id][0] + NODE_W // 2,
                 place[n.id][1] + 32,
                 short_id(n.id),

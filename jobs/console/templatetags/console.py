@@ -99,7 +99,8 @@ def full_time(value: datetime | None) -> str:
 
 
 register.filter("short_id", representation.short_id)
-# Text a user gave that a bidi control could make read as other text (a URL, an error).
+# Text a user or job code gave that a bidi control could make read as other text (a URL, an
+# error, a job type: history may hold any).
 register.filter("reveal_bidi", display.reveal_bidi)
 
 
