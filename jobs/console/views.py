@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -122,6 +122,24 @@ def _page_number(query: QueryDict) -> int:
     return int(number) if number.isdecimal() and int(number) >= 1 else 1
 
 
+def _repeated(query: QueryDict, *, several: Collection[str] = ()) -> dict[str, list[str]]:
+    """The errors of the keys of `query` given more than once (`repeated_parameters`), but
+    those that take `several` values, and `page`: any page that is not one number is the
+    first (`_page_number`)."""
+    return {
+        name: problems
+        for name, problems in repeated_parameters(query).items()
+        if name != "page" and name not in several
+    }
+
+
+def _nothing_listed(request: ConsoleRequest, errors: dict[str, list[str]]) -> None:
+    """Say why a list whose page has no field errors (the DLQ, the audit log) lists nothing
+    for its query, as the ledger does for a filter given twice, rather than what the last
+    value alone would list (and, on the DLQ, offer to act on)."""
+    messages.error(request, f"Nothing is listed: {state.JobValidationError(errors)}")
+
+
 _ORDERING_LABELS = {"virtual_deadline": "run order (virtual deadline)"}
 
 
@@ -135,11 +153,8 @@ def _ledger_filter(request: ConsoleRequest) -> JobFilter:
 def ledger(request: ConsoleRequest) -> HttpResponse:
     filterset = _ledger_filter(request)
     unknown = JobFilter.unknown(request.GET, also=("page",))
-    # A filter given twice is shown at its field over what its last value alone would say;
-    # `page` is read as any page that is not one number is (`_page_number`).
-    repeated = repeated_parameters(request.GET)
-    repeated.pop("page", None)
-    errors = {**filterset.errors, **repeated, **unknown}
+    # A filter given twice is shown at its field over what its last value alone would say.
+    errors = {**filterset.errors, **_repeated(request.GET), **unknown}
     valid = not errors
     paginator = BoundedCountPaginator(
         filterset.qs if valid else Job.objects.none(), request.preferences.page_size
@@ -194,7 +209,9 @@ def job_row(request: ConsoleRequest, job_id: uuid.UUID) -> HttpResponse:
     filters (a new job prepended to a filtered ledger), else 204 and nothing is swapped."""
     if request.GET.get("match"):
         filterset = _ledger_filter(request)
-        job = filterset.qs.filter(id=job_id).first() if filterset.is_valid() else None
+        # The ledger lists nothing for a filter given twice: no row of it matches either.
+        matches = filterset.is_valid() and not _repeated(request.GET)
+        job = filterset.qs.filter(id=job_id).first() if matches else None
         if job is None:
             return HttpResponse(status=204)
     else:
@@ -403,14 +420,21 @@ def _prefill(query: QueryDict) -> dict[str, Any]:
 
 @console_view()
 def dlq_overview(request: ConsoleRequest) -> HttpResponse:
-    selection = _selection(request.GET, dlq=True)
+    listed = True
+    try:
+        selection = _selection(request.GET, dlq=True)
+    except state.JobValidationError as error:
+        _nothing_listed(request, error.details)
+        selection, listed = bulk.Selection(query={}, dlq=True), False
     try:
         jobs = selection.jobs().order_by("-updated_at", "id")
     except state.JobValidationError:
         # Only a hand-made URL gets here: the page's own links carry no job filter.
         selection = bulk.Selection(query={}, dlq=True)
         jobs = selection.jobs().order_by("-updated_at", "id")
-    narrowed = selection.signature is not None or bool(selection.search)
+    if not listed:
+        jobs = jobs.none()
+    narrowed = not listed or selection.signature is not None or bool(selection.search)
     # The whole DLQ is counted exactly by its counter, as the nav's badge: over the exact
     # count's limit the heading said "about 10,001" beside a badge of 10,030.
     paginator = BoundedCountPaginator(
@@ -430,6 +454,7 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
             "signature": selection.signature,
             "search": selection.search,
             "narrowed": narrowed,
+            "listed": listed,
             "groups": [
                 (group, charts.sparkline(group.per_day, title=_per_day_title(group.per_day)))
                 for group in selectors.dlq_groups(tz)
@@ -474,7 +499,12 @@ _SELECTION_PARAMS = (
 
 def _selection(data: QueryDict, *, dlq: bool) -> bulk.Selection:
     """The ledger's filter, or the DLQ narrowed to an error signature (`signature`; empty
-    for the dead letters without one) and a search (`q`)."""
+    for the dead letters without one) and a search (`q`). Raises JobValidationError for a
+    key given more than once (the `scope` and the form's own fields too): read as its last
+    value, `status=pending&status=failed` cancelled only the failed jobs, and
+    `scope=dlq&signature=...&scope=` purged every dead letter rather than one group."""
+    if repeated := _repeated(data):
+        raise state.JobValidationError(repeated)
     query = _filter_params(data)
     return bulk.Selection(
         query={k: str(v) for k, v in query.items() if k not in _SELECTION_PARAMS and v},
@@ -482,6 +512,13 @@ def _selection(data: QueryDict, *, dlq: bool) -> bulk.Selection:
         signature=data.get("signature") if dlq and "signature" in data else None,
         search=data.get("q", "").strip() if dlq else "",
     )
+
+
+def _not_done(request: ConsoleRequest, errors: dict[str, list[str]], to: str) -> HttpResponse:
+    """A bulk action refused for its request (a filter or a field given more than once, one
+    nothing takes, a value that is not valid): nothing counted or acted on, and why."""
+    messages.warning(request, f"Nothing was done: {state.JobValidationError(errors)}")
+    return redirect(to)
 
 
 def _as_of(data: QueryDict) -> datetime | None:
@@ -496,11 +533,17 @@ def _as_of(data: QueryDict) -> datetime | None:
 def bulk_action(request: ConsoleRequest, action: str) -> HttpResponse:
     """ "Retry / cancel / purge all N matching": a page with the exact count, then a POST
     that starts the action as a job of its own and goes to its page (progress in its log)."""
-    data = request.POST if request.method == "POST" else request.GET
-    dlq = data.get("scope") == "dlq"
-    selection = _selection(data, dlq=dlq)
     if action not in bulk.ACTIONS:
         raise Http404(f"No bulk action {action!r}.")
+    data = request.POST if request.method == "POST" else request.GET
+    dlq = data.get("scope") == "dlq"
+    try:
+        selection = _selection(data, dlq=dlq)
+        # The POST too, which its confirmation page checked: one sent without that page
+        # started a bulk job bound to fail, and an audit entry said it was started.
+        selection.jobs()
+    except state.JobValidationError as error:
+        return _not_done(request, error.details, "console:dlq" if dlq else "console:ledger")
     if request.method == "POST":
         as_of = _as_of(data)
         confirmed = data.get("confirmed", "")
@@ -515,11 +558,7 @@ def bulk_action(request: ConsoleRequest, action: str) -> HttpResponse:
         return redirect("console:job-detail", job_id=job["id"])
     # Counted as of the moment the action will take, so nothing can come between the two.
     as_of = timezone.now()
-    try:
-        count = bulk.count(action, dataclasses.replace(selection, as_of=as_of))
-    except state.JobValidationError:
-        messages.warning(request, "Fix the filters first.")
-        return redirect("console:ledger")
+    count = bulk.count(action, dataclasses.replace(selection, as_of=as_of))
     hidden = [(k, v) for k, v in data.items() if k not in ("as_of", "confirmed")]
     return page(
         request,
@@ -601,6 +640,10 @@ def _newer_left() -> str:
 @console_view(methods=ANY, operator=True)
 def dlq_bulk_retry(request: ConsoleRequest) -> HttpResponse:
     data = request.POST if request.method == "POST" else request.GET
+    # The ticked rows are several `id`s; anything else given twice is refused, as a bulk
+    # action's selection: `all=&all=1` was read as the whole DLQ.
+    if repeated := _repeated(data, several=("id",)):
+        return _not_done(request, repeated, "console:dlq")
     ids = _selected_ids(data)
     if ids == []:
         messages.warning(request, "Select the jobs to retry first.")
@@ -641,6 +684,8 @@ def dlq_bulk_retry(request: ConsoleRequest) -> HttpResponse:
 @console_view(methods=ANY, operator=True)
 def dlq_empty(request: ConsoleRequest) -> HttpResponse:
     if request.method == "POST":
+        if repeated := _repeated(request.POST):
+            return _not_done(request, repeated, "console:dlq")
         as_of = _as_of(request.POST)
         if as_of is None:
             return _unconfirmed(request, reverse("console:dlq-empty"))
@@ -802,7 +847,11 @@ def audit_log(request: ConsoleRequest) -> HttpResponse:
         for name in ("action", "source", "username", "target")
     }
     older = request.GET.get("older_than", "")
-    found = audit.entries(**filters, older_than=int(older) if older.isdigit() else None)
+    if repeated := _repeated(request.GET):
+        _nothing_listed(request, repeated)
+        found = []
+    else:
+        found = audit.entries(**filters, older_than=int(older) if older.isdigit() else None)
     more = len(found) > audit.PAGE_SIZE
     shown = found[: audit.PAGE_SIZE]
     next_query = request.GET.copy()

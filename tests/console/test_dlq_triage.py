@@ -74,6 +74,10 @@ def test_the_dlq_groups_dead_letters_by_signature_and_narrows_to_one_or_a_search
     searched = as_operator.get("/dlq", {"q": "shard"})
     assert len(searched.context["jobs"]) == 3
     assert len(as_operator.get("/dlq", {"q": other["id"]}).context["jobs"]) == 1
+    # A search that finds nothing says so, not that the DLQ, which holds four, is empty.
+    nothing = as_operator.get("/dlq", {"q": "no such error"}).content.decode()
+    assert "No dead letter matches." in nothing
+    assert "The dead-letter queue is empty" not in nothing
 
 
 def test_a_groups_days_are_the_viewers_days_whatever_the_zones_offset(
