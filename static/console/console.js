@@ -5,8 +5,9 @@
      of each connection, and the one after Redis is back, also re-fetches once everything
      below: events sent before the stream subscribed, or while it was away, were missed.
    - job.*: panels marked [data-live-refresh] (and [data-live-job] for that job) re-fetch
-     their fragment, at most once per REFRESH_MS; the ledger's rows are read again from its
-     own page, one request for all the events of an animation frame; the log feed gets a line.
+     their fragment, at most once per REFRESH_MS; the ledger's rows, with its count and
+     pager, are read again from its own page, one request for all the events of an animation
+     frame; the log feed gets a line. A catch-up also merges the log's lines from the server.
    - A stream refused for good (401: the session ended elsewhere) is not retried: the page
      says so, with a link to log in again.
 */
@@ -113,6 +114,8 @@
     var template = document.getElementById("log-line-template");
     if (!feed || !template) return;
     var line = template.content.firstElementChild.cloneNode(true);
+    line.dataset.job = job.id;
+    line.dataset.event = type;
     var state = displayState(job);
     var time = line.querySelector(".feed-time");
     time.textContent = formatTime(job.updated_at);
@@ -130,11 +133,62 @@
       detail += " · " + revealBidi(job.last_error);
     }
     line.querySelector(".feed-detail").textContent = detail;
+    // A catch-up may have read this line from the server before its event arrived.
+    if (feedKeys(feed).has(feedKey(line))) return;
+    showFeedLine(feed, line, feed.firstChild);
+  }
+
+  function showFeedLine(feed, line, next) {
     line.classList.add("row-new");
     var empty = feed.querySelector(".feed-empty");
     if (empty) empty.remove();
-    feed.insertBefore(line, feed.firstChild);
+    feed.insertBefore(line, next);
     while (feed.children.length > FEED_MAX) feed.lastElementChild.remove();
+  }
+
+  // A line is an event of a job at the job's time of it. The server writes that time to the
+  // microsecond, an event to the millisecond, and both are cut to the millisecond when read.
+  function feedTime(line) {
+    return Date.parse(line.querySelector(".feed-time").getAttribute("datetime"));
+  }
+
+  function feedKey(line) {
+    return line.dataset.job + " " + line.dataset.event + " " + feedTime(line);
+  }
+
+  function feedKeys(feed) {
+    return new Set(Array.from(feed.querySelectorAll(".feed-line"), feedKey));
+  }
+
+  // The log's lines as a fresh load shows them (the latest change of each recently changed
+  // job), merged into those shown: a line the page lacks goes in by its time, newest first,
+  // and the lines it has stay, some of them events the server's history no longer names.
+  // Kept behind after a failed read, it is read again at the next event.
+  var feedBehind = false;
+
+  function catchUpFeed() {
+    var feed = document.querySelector("[data-log-feed]");
+    if (!feed) return;
+    feedBehind = false;
+    fetchHtml(feed.dataset.linesFrom).then(function (page) {
+      var fresh = page.querySelector("[data-log-feed]");
+      if (!fresh) throw new Error("The page has no log");
+      mergeFeedLines(feed, fresh);
+    }).catch(function () {
+      feedBehind = true;
+    });
+  }
+
+  function mergeFeedLines(feed, fresh) {
+    var shown = feedKeys(feed);
+    fresh.querySelectorAll(".feed-line").forEach(function (line) {
+      if (shown.has(feedKey(line))) return;
+      var at = feedTime(line);
+      var next = Array.from(feed.querySelectorAll(".feed-line")).find(function (other) {
+        return feedTime(other) < at;
+      });
+      showFeedLine(feed, line, next || null);
+    });
   }
 
   // The ledger's rows are read again from the ledger's own page (its filters, its page,
@@ -189,6 +243,7 @@
       .then(function (page) {
         var rows = page.getElementById("ledger-rows");
         if (!rows) throw new Error("The ledger's page has no rows");
+        mergeAroundRows(page);
         return mergeLedgerRows(body, rows, changed, created);
       })
       .then(function () {
@@ -221,6 +276,17 @@
   // its CSRF tokens anew, and the user may have opened its confirmation.
   function sameRow(shown, fresh) {
     return shown.textContent === fresh.textContent;
+  }
+
+  // What the ledger says of its rows ([data-live-with-rows]: their count, the pager, the bulk
+  // buttons' count, "No job matches") is taken from the same page as the rows: kept from
+  // the page's load, it said "10 jobs" and one page over rows that were twelve.
+  function mergeAroundRows(page) {
+    document.querySelectorAll("[data-live-with-rows]").forEach(function (shown) {
+      var fresh = page.getElementById(shown.id);
+      if (!fresh || fresh.innerHTML === shown.innerHTML) return;
+      shown.replaceWith(fresh);
+    });
   }
 
   function mergeLedgerRows(body, fresh, changed, created) {
@@ -270,6 +336,7 @@
     document.querySelectorAll('[data-live-job="' + job.id + '"]').forEach(refreshSoon);
     noteLedgerChange(type, job);
     addFeedLine(type, job);
+    if (feedBehind) catchUpFeed();
   }
 
   // Whether events may have been missed: until the stream's first stats.updated (the page
@@ -280,6 +347,7 @@
   function catchUp() {
     missed = false;
     document.querySelectorAll("[data-live-refresh], [data-live-job]").forEach(refreshSoon);
+    catchUpFeed();
     var body = ledgerBody();
     if (!body) return;
     Array.from(body.children).forEach(function (row) { ledger.changed.add(jobIdOf(row)); });
