@@ -9,10 +9,14 @@ every task (`run_task`), so creating, claiming, retrying, the DLQ, the console a
 admin treat it as any job type. A worker that meets the name before the module was
 imported imports it (`HandlerRegistry.load`); the `@task` decorator then registers it.
 
-The payload is `{"args", "kwargs", "priority", "run_after"}`: the call, and the task's
-own settings as Django states them, so `get_result()` gives back the task as it was
-enqueued. The job's columns carry what the scheduler acts on (`job_fields`): its
-priority band, its scheduled time and its queue (`queue_name`).
+The payload is `{"args", "kwargs", "priority", "run_after", "backend"}`: the call, and
+the task's own settings as Django states them (`backend`: the alias it was enqueued
+through), so `get_result()` gives back the task as it was enqueued. The job's columns carry
+what the scheduler acts on (`job_fields`): its priority band, its scheduled time and its
+queue (`queue_name`).
+
+The worker sends Django's `task_started` before each attempt and `task_finished` once the
+task is finished, as Django's own workers do (`run_task`).
 """
 
 from __future__ import annotations
@@ -24,12 +28,12 @@ from importlib import import_module
 from typing import Any, TypeVar
 
 from django.utils import timezone
-from django_tasks import TaskContext, TaskResult, TaskResultStatus
+from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
 from django_tasks.backends.base import BaseTaskBackend
 from django_tasks.base import Task, TaskError
 from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
-from django_tasks.signals import task_enqueued
-from django_tasks.utils import normalize_json
+from django_tasks.signals import task_enqueued, task_finished, task_started
+from django_tasks.utils import get_exception_traceback, get_module_path, normalize_json
 from typing_extensions import ParamSpec
 
 from . import queue_names, state
@@ -54,6 +58,11 @@ TASK_PAYLOAD_SCHEMA: dict[str, Any] = {
             "type": ["string", "null"],
             "format": "date-time",
             "description": "The task's run_after, as given.",
+        },
+        "backend": {
+            "type": "string",
+            "minLength": 1,
+            "description": "The TASKS alias it was enqueued through (else its task's own).",
         },
     },
     "additionalProperties": False,
@@ -127,6 +136,7 @@ class SchedulerBackend(BaseTaskBackend):
             "kwargs": kwargs,
             "priority": task.priority,
             "run_after": task.run_after.isoformat() if task.run_after else None,
+            "backend": self.alias,
         }
         try:
             job = self._create_job(task, payload)
@@ -169,27 +179,9 @@ class SchedulerBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id) from None
         if spec.func is not run_task:
             raise TaskResultDoesNotExist(result_id)
-        return self._result(job, _as_enqueued(job))
-
-    def _result(self, job: Job, task: Task[Any, Any]) -> TaskResult[Any]:
-        attempts = list(JobAttempt.objects.filter(job=job).order_by("attempt_number", "started_at"))
-        result: TaskResult[Any] = TaskResult(
-            task=task,
-            id=str(job.id),
-            status=_status(job),
-            enqueued_at=job.created_at,
-            started_at=attempts[0].started_at if attempts else None,
-            finished_at=job.completed_at or job.cancelled_at or _dead_at(job, attempts),
-            last_attempted_at=attempts[-1].started_at if attempts else None,
-            args=job.payload.get("args", []),
-            kwargs=job.payload.get("kwargs", {}),
-            backend=self.alias,
-            errors=[_error(attempt) for attempt in attempts if attempt.error_type],
-            worker_ids=[str(attempt.worker_id or "") for attempt in attempts],
-        )
-        if job.status == JobStatus.COMPLETED:
-            object.__setattr__(result, "_return_value", job.result)
-        return result
+        # A job made without one (through the API, or before the alias was kept): this
+        # backend read it, so it can refresh it.
+        return _result(job, job.payload.get("backend", self.alias))
 
 
 # The task's own names for the job fields Django's checks let through and enqueue refuses.
@@ -223,14 +215,37 @@ def _task_at(path: str) -> Task[Any, Any]:
     return found
 
 
-def _as_enqueued(job: Job) -> Task[Any, Any]:
+def _as_enqueued(job: Job, backend: str) -> Task[Any, Any]:
     """The task a job runs, with the settings it was enqueued with."""
     run_after = job.payload.get("run_after")
     return _task_at(job.type).using(
         priority=job.payload.get("priority"),
         queue_name=job.queue,
         run_after=datetime.fromisoformat(run_after) if run_after else None,
+        backend=backend,
     )
+
+
+def _result(job: Job, backend: str) -> TaskResult[Any]:
+    """The job as Django's result of its task, enqueued through the alias `backend`."""
+    attempts = list(JobAttempt.objects.filter(job=job).order_by("attempt_number", "started_at"))
+    result: TaskResult[Any] = TaskResult(
+        task=_as_enqueued(job, backend),
+        id=str(job.id),
+        status=_status(job),
+        enqueued_at=job.created_at,
+        started_at=attempts[0].started_at if attempts else None,
+        finished_at=job.completed_at or job.cancelled_at or _dead_at(job, attempts),
+        last_attempted_at=attempts[-1].started_at if attempts else None,
+        args=job.payload.get("args", []),
+        kwargs=job.payload.get("kwargs", {}),
+        backend=backend,
+        errors=[_error(attempt) for attempt in attempts if attempt.error_type],
+        worker_ids=[str(attempt.worker_id or "") for attempt in attempts],
+    )
+    if job.status == JobStatus.COMPLETED:
+        object.__setattr__(result, "_return_value", job.result)
+    return result
 
 
 def _status(job: Job) -> TaskResultStatus:
@@ -269,14 +284,51 @@ def _class_path(qualname: str, trace: str) -> str:
 
 
 def run_task(job: JobContext) -> Any:
-    """The handler of every task's job type: call the task named by the job's type."""
+    """The handler of every task's job type: call the task named by the job's type.
+
+    Around the call, Django's signals as its own workers send them: `task_started` before
+    each attempt, `task_finished` once the task is finished, with its result: it succeeded,
+    or its last attempt failed. An attempt that fails with one left makes the task READY
+    again, not finished (Django's status for a task "ready to be executed again"). Sent by
+    the thread that ran the task, when it returns, before the worker records the outcome. A
+    `task_started` receiver that raises fails the attempt before the task runs, as it stops
+    Django's own backends."""
     task = _task_at(job.type)
     args, kwargs = job.payload.get("args", []), job.payload.get("kwargs", {})
-    if task.takes_context:
-        backend = task.get_backend()
-        context = TaskContext(task_result=backend.get_result(str(job.id)))
-        value = task.call(context, *args, **kwargs)
-    else:
-        value = task.call(*args, **kwargs)
-    # As Django's backends: a tuple is returned as a list, anything else not JSON fails.
-    return normalize_json(value)
+    backend = job.payload.get("backend", task.backend)
+    sender = type(task_backends[backend])
+    row = Job.objects.get(id=job.id)
+    result = _result(row, backend)
+    task_started.send(sender, task_result=result)
+    context = [TaskContext(task_result=result)] if task.takes_context else []
+    try:
+        # As Django's backends: a tuple is returned as a list, anything else not JSON fails.
+        value = normalize_json(task.call(*context, *args, **kwargs))
+    except BaseException as error:
+        if job.attempt_number >= row.max_retries:
+            error_of = TaskError(
+                exception_class_path=get_module_path(type(error)),
+                traceback=get_exception_traceback(error),
+            )
+            result.errors.append(error_of)
+            _finished(job, sender, result, TaskResultStatus.FAILED)
+        raise
+    object.__setattr__(result, "_return_value", value)
+    _finished(job, sender, result, TaskResultStatus.SUCCESSFUL)
+    return value
+
+
+def _finished(
+    job: JobContext, sender: type, result: TaskResult[Any], status: TaskResultStatus
+) -> None:
+    """Send `task_finished`, `result` now `status`. Not for an attempt the worker gave up
+    (cancelled, timed out, its claim lost): its outcome is no longer this thread's to tell.
+    What a receiver raises is logged to the job and changes nothing: the outcome is decided,
+    and a success failed by a receiver would run the task again."""
+    if job.cancelled:
+        return
+    object.__setattr__(result, "status", status)
+    object.__setattr__(result, "finished_at", timezone.now())
+    for receiver, answer in task_finished.send_robust(sender, task_result=result):
+        if isinstance(answer, Exception):
+            job.logger.error("task_finished receiver %r raised", receiver, exc_info=answer)
