@@ -3,7 +3,10 @@
 A delivery is an ordinary job, so it is retried with backoff and lands in the DLQ like any
 other. Its payload carries the exact body to send (`body`, a string) so that the signature
 `X-Scheduler-Signature: sha256=<HMAC-SHA256 of the body with the webhook's secret>` is
-computed once, here, over the bytes the receiver will get.
+computed once, here, over the bytes the receiver will get. The body names its event (`id`,
+also in `X-Scheduler-Event-Id`): every attempt sends the same, and so does every webhook the
+event goes to, so that a receiver can tell a delivery it has handled (its answer lost, or a
+request replayed) from a new one; signed with the rest, it cannot be changed to look new.
 
 Dispatch runs in every process that commits transitions (API, console, worker), after each
 commit, as a subscriber of `jobs.notifier` (`dispatch_batch`). Each process keeps
@@ -13,7 +16,7 @@ enqueued, so a deleted webhook stops at once everywhere and a new one starts wit
 cache interval. Events about delivery jobs themselves (marked by the `X-Scheduler-Webhook`
 header in their payload) are never delivered, so deliveries cannot loop. A delivery already
 enqueued checks again when it runs (`withdrawn`): one waiting for its turn, for a retry or
-in the DLQ when its webhook is deleted is never sent.
+in the DLQ when its webhook is deleted or disabled is never sent.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -43,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Scheduler-Signature"
 EVENT_HEADER = "X-Scheduler-Event"
+EVENT_ID_HEADER = "X-Scheduler-Event-Id"
 WEBHOOK_HEADER = "X-Scheduler-Webhook"
 TEST_EVENT = "webhook.test"
 DELIVERY_TYPE = "http_request"
@@ -157,13 +162,17 @@ def delivery_spec(
     event_type: str,
     data: dict[str, Any],
     *,
+    event_id: str | None = None,
     priority: int = EVENT_PRIORITY,
 ) -> state.JobSpec:
-    body = json.dumps({"type": event_type, "data": data}, separators=(",", ":"))
+    """The delivery of one event to one webhook; without `event_id`, an event of its own."""
+    event_id = event_id or str(uuid.uuid4())
+    body = json.dumps({"id": event_id, "type": event_type, "data": data}, separators=(",", ":"))
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "django-job-scheduler-webhooks/1",
         EVENT_HEADER: event_type,
+        EVENT_ID_HEADER: event_id,
         WEBHOOK_HEADER: str(webhook_id),
         SIGNATURE_HEADER: "sha256=" + sign(secret, body.encode()),
     }
@@ -175,24 +184,36 @@ def delivery_spec(
         "timeout": settings.WEBHOOK_TIMEOUT_SECONDS,
     }
     return state.JobSpec(
-        type=DELIVERY_TYPE, payload=payload, priority=priority, queue=DELIVERY_QUEUE
+        type=DELIVERY_TYPE,
+        payload=payload,
+        priority=priority,
+        queue=DELIVERY_QUEUE,
+        max_retries=settings.WEBHOOK_MAX_RETRIES,
     )
 
 
 def withdrawn(headers: dict[str, str]) -> str | None:
-    """Why a request must not be sent: it is a delivery whose webhook no longer exists. None
-    for any other request.
+    """Why a request must not be sent: it is a delivery whose webhook no longer exists, or an
+    event's delivery to a disabled webhook. None for any other request: a test delivery to
+    a disabled webhook is sent, since an operator asked for it, often to check the receiver
+    before enabling the webhook again.
 
-    Only existence is checked: the signature was made when the delivery was enqueued, and
-    the secret is never looked up here, since signing at send time would sign whatever
-    body any `http_request` job naming the webhook carried, for whoever may create jobs."""
+    Only existence and `is_active` are read: the signature was made when the delivery was
+    enqueued, and the secret is never looked up here, since signing at send time would sign
+    whatever body any `http_request` job naming the webhook carried, for whoever may create
+    jobs."""
     webhook_id = headers.get(WEBHOOK_HEADER)
     if webhook_id is None:
         return None
     gone = f"webhook {webhook_id} was deleted"
     if not (webhook_id.isascii() and webhook_id.isdigit()):
         return gone
-    return None if Webhook.objects.filter(id=int(webhook_id)).exists() else gone
+    active = list(Webhook.objects.filter(id=int(webhook_id)).values_list("is_active", flat=True))
+    if not active:
+        return gone
+    if not active[0] and headers.get(EVENT_HEADER) != TEST_EVENT:
+        return f"webhook {webhook_id} is disabled"
+    return None
 
 
 def is_delivery(job: dict[str, Any]) -> bool:
@@ -209,6 +230,13 @@ class _Target:
     url: str
     secret: str
     event_types: frozenset[str]
+
+
+class _Wanted(NamedTuple):
+    target: _Target
+    event_id: str
+    event_type: str
+    data: dict[str, Any]
 
 
 class _ActiveWebhooks:
@@ -267,28 +295,29 @@ def _dispatch(events: Sequence[Event]) -> int:
     targets = active_webhooks.get()
     if not targets:
         return 0
-    wanted = [
-        (target, event_type, data)
-        for event_type, data in events
-        if event_type in DELIVERABLE_EVENT_TYPES and not is_delivery(data)
-        for target in targets
-        if event_type in target.event_types
-    ]
+    wanted: list[_Wanted] = []
+    for event_type, data in events:
+        if event_type not in DELIVERABLE_EVENT_TYPES or is_delivery(data):
+            continue
+        matching = [target for target in targets if event_type in target.event_types]
+        if matching:
+            # One id per event, whichever webhook it goes to: a receiver behind two webhooks
+            # (their events overlapping) handles it once.
+            event_id = str(uuid.uuid4())
+            wanted.extend(_Wanted(target, event_id, event_type, data) for target in matching)
     if not wanted:
         return 0
     still_active = set(
-        Webhook.objects.filter(id__in={t.id for t, _, _ in wanted}, is_active=True).values_list(
+        Webhook.objects.filter(id__in={w.target.id for w in wanted}, is_active=True).values_list(
             "id", flat=True
         )
     )
-    sending = [
-        (target, event_type, data)
-        for target, event_type, data in wanted
-        if target.id in still_active
-    ]
+    sending = [w for w in wanted if w.target.id in still_active]
     specs = [
-        delivery_spec(target.id, target.url, target.secret, event_type, data)
-        for target, event_type, data in sending
+        delivery_spec(
+            w.target.id, w.target.url, w.target.secret, w.event_type, w.data, event_id=w.event_id
+        )
+        for w in sending
     ]
     if not specs:
         return 0
@@ -301,7 +330,7 @@ def _dispatch(events: Sequence[Event]) -> int:
 
 
 def _without_refused(
-    sending: list[tuple[_Target, str, Any]],
+    sending: list[_Wanted],
     specs: list[state.JobSpec],
     refused: dict[str, list[str]],
 ) -> list[state.JobSpec]:
@@ -313,7 +342,7 @@ def _without_refused(
     problems: dict[_Target, set[str]] = {}
     for key, messages in refused.items():
         index, _, field = key.partition(".")
-        target = sending[int(index)][0]
+        target = sending[int(index)].target
         problems.setdefault(target, set()).update(f"{field}: {m}" for m in messages)
     for target, reasons in problems.items():
         logger.error(

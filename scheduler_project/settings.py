@@ -402,6 +402,10 @@ SSE_CLIENT_QUEUE_SIZE = env_int("SSE_CLIENT_QUEUE_SIZE", 1000, minimum=1)
 # How long a process trusts its cached list of active webhooks (zero queries per event).
 WEBHOOK_CACHE_SECONDS = env_seconds("WEBHOOK_CACHE_SECONDS", 5.0, minimum=0)
 WEBHOOK_TIMEOUT_SECONDS = env_seconds("WEBHOOK_TIMEOUT_SECONDS", 10.0, above=0)
+# The attempts of an event's delivery: with the backoff's 5^(n-1) s, the ninth comes about a
+# day after the first, so a receiver down for a deploy or a night still gets its events (as
+# Svix and Stripe keep trying for a day or days). A test delivery keeps the default.
+WEBHOOK_MAX_RETRIES = env_int("WEBHOOK_MAX_RETRIES", 9, minimum=1, maximum=10)
 # Networks (CIDR) that http_request jobs and webhooks may reach although they are loopback,
 # private or link-local (refused otherwise: jobs/outbound.py), e.g. 10.20.0.0/16.
 OUTBOUND_ALLOWED_NETWORKS = env_networks("OUTBOUND_ALLOWED_NETWORKS")

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -38,11 +40,13 @@ def _fresh_webhook_cache() -> Iterator[None]:
 
 
 class Receiver:
-    """An HTTP server on 127.0.0.1 that records every request and answers `status`."""
+    """An HTTP server on 127.0.0.1 that records every request and answers `status`, with
+    `answer_headers`."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.status = 200
+        self.answer_headers: dict[str, str] = {}
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -52,6 +56,8 @@ class Receiver:
                     {"path": self.path, "headers": dict(self.headers.items()), "body": body}
                 )
                 self.send_response(receiver.status)
+                for name, value in receiver.answer_headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(b"thanks")
 
@@ -192,7 +198,8 @@ def test_a_matching_event_becomes_one_signed_http_request_job() -> None:
     assert payload["headers"]["Content-Type"] == "application/json"
     body = payload["body"].encode()
     assert payload["headers"]["X-Scheduler-Signature"] == "sha256=" + sign("s3cret", body)
-    assert json.loads(body) == {"type": "job.completed", "data": completed}
+    event_id = payload["headers"]["X-Scheduler-Event-Id"]
+    assert json.loads(body) == {"id": event_id, "type": "job.completed", "data": completed}
     # In a queue of their own, behind the jobs they report on: a receiver that holds each
     # delivery for its whole timeout takes handler threads only when no job of the
     # application's waits, and an operator can pause, limit or give slots to them apart.
@@ -289,6 +296,7 @@ def test_send_test_and_event_deliveries_arrive_signed_through_the_worker(
     assert request["headers"]["X-Scheduler-Event"] == "webhook.test"
     assert request["headers"]["Content-Type"] == "application/json"
     assert verify(request, "top-secret") == {
+        "id": request["headers"]["X-Scheduler-Event-Id"],
         "type": "webhook.test",
         "data": {"webhook_id": hook.id, "message": "Test delivery from the job scheduler."},
     }
@@ -407,3 +415,18 @@ def test_a_secret_with_whitespace_around_it_is_refused_and_one_inside_kept(secre
     )
     hook.refresh_from_db()
     assert hook.secret == "päd sec"
+
+
+@pytest.mark.django_db
+def test_the_settings_page_says_which_webhooks_are_disabled(as_operator: Client) -> None:
+    """Unticked in the admin, a webhook gets nothing more; the page listed it as any other."""
+    on, off = (
+        create_webhook(url=url, event_types=["job.created"], secret="s", user=None)
+        for url in ("https://a.example/on", "https://a.example/off")
+    )
+    Webhook.objects.filter(id=off.id).update(is_active=False)
+    page = as_operator.get("/settings").content.decode()
+    rows = re.findall(r'<li class="list-row webhook.*?</li>', page, re.S)
+    shown = {row.split('<span class="mono">')[1].split("<")[0]: row for row in rows}
+    assert "Disabled in the admin" in shown[off.url]
+    assert "Disabled in the admin" not in shown[on.url]
