@@ -601,6 +601,11 @@ class DeadLetterJobAdmin(JobAdmin):
         )
 
 
+def _no_next_run(schedule: Schedule) -> str:
+    """Why a schedule lists no next run (`upcoming_runs`)."""
+    return "paused" if schedule.paused else "held: its last run is a dead letter"
+
+
 @admin.register(Schedule)
 class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Cron schedules, read-only; pausing and resuming (`jobs.change_schedule`) go through
@@ -623,11 +628,12 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="next run")
     def next_run(self, schedule: Schedule) -> str:
         upcoming = upcoming_runs(schedule)
-        return upcoming[0].isoformat() if upcoming else "paused"
+        return upcoming[0].isoformat() if upcoming else _no_next_run(schedule)
 
     @admin.display(description="next runs")
     def next_runs(self, schedule: Schedule) -> str:
-        return ", ".join(slot.isoformat() for slot in upcoming_runs(schedule)) or "paused"
+        upcoming = upcoming_runs(schedule)
+        return ", ".join(slot.isoformat() for slot in upcoming) or _no_next_run(schedule)
 
     @admin.action(description="Pause selected", permissions=["pause"])
     def pause_selected(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:

@@ -136,10 +136,32 @@ def cron_errors(expression: str, timezone: str) -> dict[str, list[str]]:
     else:
         try:
             if next(CronSim(expression, datetime.now(UTC)), None) is None:
-                errors["cron"] = ["Never matches a date."]
+                errors["cron"] = [f"{NEVER_MATCHES}."]
         except CronSimError as error:
-            errors["cron"] = [f"Not a valid cron expression: {error}."]
+            errors["cron"] = [_refusal(expression, error)]
     return errors
+
+
+NEVER_MATCHES = "Never matches a date"
+
+
+def _refusal(expression: str, error: CronSimError) -> str:
+    """cronsim refuses a day that none of the months named has (`0 0 30 2 *`) in the words it
+    refuses a day that no month has (`0 0 32 * *`): "Bad day-of-month", and the client looked
+    for a typo in a well-formed expression. Each of the two fields is valid alone then."""
+    minute, hour, day, month, weekday = expression.split()
+    alone = (f"{minute} {hour} * {month} {weekday}", f"{minute} {hour} {day} * {weekday}")
+    if all(_parses(each) for each in alone):
+        return f"{NEVER_MATCHES}: none of its months has that day."
+    return f"Not a valid cron expression: {error}."
+
+
+def _parses(expression: str) -> bool:
+    try:
+        CronSim(expression, datetime.now(UTC))
+    except CronSimError:
+        return False
+    return True
 
 
 def recurrence_of(job: RecurringRun) -> Recurrence | None:

@@ -44,15 +44,17 @@ def get_schedule(schedule_id: uuid.UUID) -> Schedule | None:
 
 
 def upcoming_runs(schedule: Schedule, now: datetime | None = None) -> list[datetime]:
-    """The next slots of a schedule that is not paused: from its waiting run's slot while
-    that is ahead (`with_current_run`), since the slots before it were skipped (a cancelled
-    run), else from now."""
-    if schedule.paused:
+    """The next slots of a schedule read through `with_current_run`: from its waiting run's
+    slot while that is ahead, since the slots before it were skipped (a cancelled run), else
+    from now. None while it is paused or no run of it waits or runs: only a run's
+    completion creates the next, so a series whose run is in the DLQ, or was purged from
+    it, runs nothing until that run is retried or the schedule resumed."""
+    waiting: datetime | None = getattr(schedule, "current_run_at", None)
+    if schedule.paused or waiting is None:
         return []
     recurrence = CronRecurrence(schedule.cron, ZoneInfo(schedule.timezone))
     now = now or timezone.now()
-    waiting: datetime | None = getattr(schedule, "current_run_at", None)
-    if waiting is not None and waiting > now:
+    if waiting > now:
         return [waiting, *recurrence.upcoming(waiting, UPCOMING - 1)]
     return recurrence.upcoming(now, UPCOMING)
 

@@ -253,7 +253,10 @@ class ScheduleSerializer(serializers.Serializer):
     timezone = serializers.CharField(help_text="IANA name.")
     paused = serializers.BooleanField()
     next_runs = serializers.ListField(
-        child=serializers.DateTimeField(), help_text="The next 5 slots; none while paused."
+        child=serializers.DateTimeField(),
+        help_text="The next 5 slots; none while paused, or while its last run is in the "
+        "dead-letter queue (or was purged from it): the series goes on once that run is "
+        "retried, or the schedule resumed.",
     )
     current_run_id = serializers.UUIDField(
         allow_null=True, help_text="Its run waiting or running, if any."

@@ -178,13 +178,17 @@ UPDATE schedules SET paused = %(paused)s, updated_at = now()
 WHERE id = %(schedule_id)s;
 
 -- name: cancel_schedule_runs
--- Cancel the runs of a paused or deleted schedule that wait for their slot.
+-- Cancel the runs of a paused or deleted schedule that wait: for their slot, or for a retry
+-- (one left waiting for its retry ran while the schedule was paused, or once it was gone).
+-- A run in the DLQ stays there, to be retried or purged as any dead letter.
 UPDATE jobs AS j
 SET status = 'cancelled',
     cancelled_at = now(),
     updated_at = now(),
+    next_retry_at = NULL,
     last_error = %(reason)s
-WHERE j.schedule_id = %(schedule_id)s AND j.status = 'pending'
+WHERE j.schedule_id = %(schedule_id)s
+  AND (j.status = 'pending' OR (j.status = 'failed' AND NOT j.in_dlq))
 RETURNING scheduler_job_object(j)::text AS job;
 
 -- name: lock_schedule
