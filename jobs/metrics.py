@@ -156,7 +156,9 @@ def _workers() -> Iterator[Metric]:
         up.add_metric(key, int(fresh))
         age.add_metric(key, max(0.0, row["heartbeat_age"]))
         slots.add_metric(key, row["concurrency"])
-        busy.add_metric(key, row["busy"])
+        # Its `processing` jobs include those it claimed ahead (`--prefetch`), waiting for a
+        # thread: they fill no slot, and are there only while every slot is taken.
+        busy.add_metric(key, min(row["busy"], row["concurrency"]))
         for job_type in row["unhandled_types"]:
             unhandled.add_metric([*key, job_type], 1)
     live.add_metric([], n_live)

@@ -50,7 +50,8 @@ class Pruned:
     jobs: int
     attempts: int
     logs: int
-    # The batch was full: more jobs past their retention may be waiting.
+    # A batch was full (of jobs, audit entries or idempotency keys): more rows past their
+    # retention may be waiting.
     more: bool
 
 
@@ -59,6 +60,8 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
 
     None when another pruner holds the turn. A batch that removed jobs is recorded as the
     last prune: a new one, or added to it when `continues` (the previous batch was full).
+    Audit entries past `SCHEDULER_RETAIN_AUDIT` and idempotency keys past their window go in
+    the same transaction, up to `limit` of each.
     """
     retention = retention or Retention.from_settings()
     now = timezone.now()
@@ -74,21 +77,25 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
             },
         )
         row = fetch("prune_jobs", {"job_ids": [r["id"] for r in candidates]})[0]
+        # The audit log has its own retention, the idempotency keys their window; a bounded
+        # batch of each per pass, like the jobs', and a full one brings the pruner back at
+        # once as a full batch of jobs does. Every API-created job is an audit entry: with
+        # jobs kept for ever, one batch a pass fell behind any rate above
+        # SCHEDULER_PRUNE_BATCH entries per SCHEDULER_PRUNE_INTERVAL, and the log grew
+        # without end.
+        audited = audit.prune(limit=limit)
+        keys = fetch(
+            "prune_idempotency_keys",
+            {"window": settings.SCHEDULER_IDEMPOTENCY_WINDOW, "limit": limit},
+        )[0]["deleted"]
         pruned = Pruned(
             row["deleted_jobs"],
             row["deleted_attempts"],
             row["deleted_logs"],
-            more=len(candidates) >= limit,
+            more=max(len(candidates), audited, keys) >= limit,
         )
         _record(pruned, now, continues)
         fetch("count_prune", {"jobs": pruned.jobs})
-        # The audit log has its own retention, the idempotency keys their window; a bounded
-        # batch of each per pass, like the jobs'.
-        audit.prune(limit=limit)
-        fetch(
-            "prune_idempotency_keys",
-            {"window": settings.SCHEDULER_IDEMPOTENCY_WINDOW, "limit": limit},
-        )
         if pruned.jobs:
             notifier.emit_after_commit([], counts_changed=True)
     return pruned

@@ -731,7 +731,8 @@ SELECT pg_try_advisory_xact_lock(hashtext('scheduler_prune')) AS ours;
 -- Up to `limit` jobs past their retention, oldest first: completed or cancelled before
 -- `finished_before`, dead letters failed before `dlq_before` (NULL keeps them all). Jobs a
 -- waiting job depends on are passed over, here already so that a batch is never full of
--- them. Locked rows are skipped: a job someone is acting on is not pruned under them.
+-- them, and so are dead letters that hold a series (a recurring job, a run of a schedule
+-- not paused): only a retry goes on from them, and pruned, the series ended unseen. Locked rows are skipped: a job someone is acting on is not pruned under them.
 -- Cancelled is final and only a cancel sets `cancelled_at`, so the cancelled branch walks
 -- `jobs_cancelled_idx` alone: with `status = 'cancelled'` too, the planner multiplied the
 -- two selectivities, expected too few rows for the LIMIT and read every cancelled job
@@ -750,6 +751,9 @@ WHERE id IN ((SELECT id FROM jobs
              (SELECT id FROM jobs
               WHERE in_dlq AND updated_at < %(dlq_before)s
                 AND NOT scheduler_waited_on(id)
+                AND recur_interval IS NULL
+                AND NOT EXISTS (SELECT FROM schedules s
+                                WHERE s.id = jobs.schedule_id AND NOT s.paused)
               ORDER BY updated_at LIMIT %(limit)s))
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

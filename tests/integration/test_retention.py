@@ -103,6 +103,42 @@ def test_dead_letters_stay_unless_their_own_retention_says_so(worker):
     assert current_stats()["dlq"] == 0 == true_counts()["dlq"]
 
 
+def test_a_dead_letter_holding_a_series_stays_past_the_dlq_retention(worker):
+    """A cron run or a recurring job in the DLQ holds its series until someone retries it:
+    pruned by retention alone, the series ended without a trace (the schedule listed no run
+    and said nothing, the chain was gone)."""
+
+    def dead_letter(**enqueue: Any) -> uuid.UUID:
+        job_id = uuid.UUID(state.enqueue("noop", {}, max_retries=1, **enqueue)["id"])
+        Job.objects.filter(id=job_id).update(run_at=timezone.now())  # its slot, come now
+        (claimed,) = state.claim(worker.id, 1, [job_id])
+        fail_attempt(
+            job_id,
+            claimed.attempt_id,
+            error_type="Boom",
+            error_message="boom",
+            stack_trace=None,
+            retry_delay=timedelta(0),
+        )
+        return job_id
+
+    cron_run = dead_letter(cron="0 3 * * *")
+    recurring = dead_letter(recur_interval="every_1_hour")
+    paused_run = dead_letter(cron="0 4 * * *")
+    schedule = Job.objects.get(id=paused_run).schedule_id
+    assert schedule is not None
+    state.pause_schedule(schedule)
+    one_off = dead_letter()
+    age(cron_run, recurring, paused_run, one_off)
+
+    pruned = prune(limit=100, continues=False, retention=Retention(None, timedelta(days=7)))
+
+    assert pruned is not None and pruned.jobs == 2
+    assert exists(cron_run) and exists(recurring)
+    # A paused schedule's series goes on from its resume, not from its dead letter.
+    assert not exists(paused_run) and not exists(one_off)
+
+
 def test_zero_retention_keeps_finished_jobs_forever(worker, settings):
     settings.SCHEDULER_RETAIN_COMPLETED = 0
     done = run(worker)
