@@ -188,7 +188,10 @@ def limit_errors(
         ("max_starts", max_starts, MAX_LIMIT),
         ("period_seconds", period_seconds, MAX_PERIOD_SECONDS),
     ):
-        if value is not None and (isinstance(value, bool) or not 1 <= value <= top):
+        # Whole numbers from Python callers too: 2.5 was stored as 2, without a word.
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top
+        ):
             errors[field] = [f"Must be an integer from 1 to {top}."]
     if max_running is None and max_starts is None:
         errors.setdefault("max_running", []).append("Give max_running, max_starts, or both.")
@@ -216,9 +219,17 @@ def remove_limit(scope: str, name: str) -> None:
     if errors:
         raise JobValidationError(errors)
     with transaction.atomic():
-        stored = Limit.objects.select_for_update().filter(scope=scope, name=name).first()
+        # FOR NO KEY UPDATE: the foreign key of the starts a claim is committing takes a key
+        # share of this row, which FOR UPDATE would make it wait for while this waits for it.
+        stored = Limit.objects.select_for_update(no_key=True).filter(scope=scope, name=name).first()
         if stored is None:
             return
+        # The lock a claim counting under this limit holds until it commits its starts
+        # (`scheduler_limit_room`): the limit goes once those starts are in, and a claim
+        # after this one finds no limit. Deleted under such a claim, the limit broke the
+        # starts' foreign key, and the worker took the failed claim for a lost database.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT FROM scheduler_limit_room(ARRAY[%s]::bigint[])", [stored.id])
         stored.delete()
         audit.record(
             "limit_delete",

@@ -581,8 +581,9 @@ class QueuePauseView(ApiView):
     @queue_action_schema(
         "pause",
         "Pause a queue",
-        "No worker starts its jobs from the commit on; they stay pending, shown as paused. "
-        "Running jobs finish. Pausing a paused queue changes nothing; a queue no job names "
+        "No worker claims its jobs from the commit on; they stay pending, shown as paused. "
+        "Running jobs finish, and so do those a worker had claimed ahead of a free thread "
+        "(at most its `--prefetch`). Pausing a paused queue changes nothing; a queue no job names "
         "yet may be paused before its jobs arrive.",
     )
     def post(self, request: Request, name: str) -> Response:
