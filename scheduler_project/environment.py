@@ -7,6 +7,7 @@ except for lists and rates, where empty means none."""
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import math
 import os
@@ -23,8 +24,14 @@ def env_str(name: str, default: str) -> str:
     return os.environ.get(name) or default
 
 
+# The largest count a setting may give: PostgreSQL's bigint, the type of a statement's LIMIT
+# (a claim, a feed, a prune). Past it every such statement failed, which the worker logged
+# as "database unavailable (DataError: bigint out of range)", retrying without end.
+LARGEST_COUNT = 2**63 - 1
+
+
 def env_int(
-    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+    name: str, default: int, *, minimum: int | None = None, maximum: int = LARGEST_COUNT
 ) -> int:
     raw = os.environ.get(name)
     if raw in (None, ""):
@@ -35,7 +42,7 @@ def env_int(
         raise ImproperlyConfigured(f"{name}={raw!r}: expected a whole number.") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum}.")
-    if maximum is not None and value > maximum:
+    if value > maximum:
         raise ImproperlyConfigured(f"{name}={raw!r}: must be at most {maximum}.")
     return value
 
@@ -101,6 +108,18 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def importable_apps(name: str, apps: list[str]) -> list[str]:
+    """`apps`, read from `name`: each an app's package or its AppConfig's dotted path, whose
+    top package is on the Python path. Looked up, not imported: an app's package may import
+    models, which the settings come before."""
+    for app in apps:
+        top = app.partition(".")[0]
+        # Else Django's start failed with a traceback ending in "No module named '...'".
+        if not top or importlib.util.find_spec(top) is None:
+            raise ImproperlyConfigured(f"{name}: no module {top!r} on the Python path.")
+    return apps
+
+
 def env_rate(name: str, default: str) -> str:
     """A rate such as "10/min" (`jobs.rates`), or empty for none."""
     raw = os.environ.get(name, default).strip()
@@ -153,9 +172,14 @@ def env_database_url(name: str, default: str) -> str:
             f"{name}={shown!r}: expected a postgres:// or postgresql:// URL."
         )
     try:
-        dj_database_url.parse(raw)
+        database = dj_database_url.parse(raw)
     except ValueError as error:
         raise ImproperlyConfigured(f"{name}={shown!r}: {error}") from None
+    # Django would refuse it only at the first query, naming no variable.
+    if not database["NAME"] and "service" not in database.get("OPTIONS", {}):
+        raise ImproperlyConfigured(
+            f"{name}={shown!r}: names no database (postgres://user@host:5432/<database>)."
+        )
     return raw
 
 

@@ -26,6 +26,7 @@ from scheduler_project.environment import (
     env_redis_url,
     env_seconds,
     env_str,
+    importable_apps,
     redis_database,
 )
 
@@ -93,7 +94,7 @@ INSTALLED_APPS = [
     "channels",
     "jobs",
     # More apps, e.g. ones whose handlers.py adds job types (the tests' handlers_app).
-    *env_list("SCHEDULER_EXTRA_APPS", ""),
+    *importable_apps("SCHEDULER_EXTRA_APPS", env_list("SCHEDULER_EXTRA_APPS", "")),
 ]
 
 MIDDLEWARE = [
@@ -349,7 +350,12 @@ SCHEDULER_EVENTS_CHANNEL = env_str(
     "SCHEDULER_EVENTS_CHANNEL",
     f"scheduler:events:{DATABASES['default']['NAME']}:{redis_database(REDIS_URL)}",
 )
-SCHEDULER_DEFAULT_MAX_RETRIES = env_int("SCHEDULER_DEFAULT_MAX_RETRIES", 3, minimum=1)
+# A job's attempts, as the jobs table's check constraint (jobs_max_retries_1_to_10) allows:
+# a default over it made every job created without max_retries fail.
+_MOST_ATTEMPTS = 10
+SCHEDULER_DEFAULT_MAX_RETRIES = env_int(
+    "SCHEDULER_DEFAULT_MAX_RETRIES", 3, minimum=1, maximum=_MOST_ATTEMPTS
+)
 SCHEDULER_BACKOFF_BASE_SECONDS = env_seconds("SCHEDULER_BACKOFF_BASE_SECONDS", 5.0, minimum=0)
 SCHEDULER_CONCURRENCY = env_int("SCHEDULER_CONCURRENCY", 4, minimum=1, maximum=MOST_HANDLER_SLOTS)
 # Claimed jobs a worker may hold beyond its busy threads, waiting for the next free one (half
@@ -405,7 +411,7 @@ WEBHOOK_TIMEOUT_SECONDS = env_seconds("WEBHOOK_TIMEOUT_SECONDS", 10.0, above=0)
 # The attempts of an event's delivery: with the backoff's 5^(n-1) s, the ninth comes about a
 # day after the first, so a receiver down for a deploy or a night still gets its events (as
 # Svix and Stripe keep trying for a day or days). A test delivery keeps the default.
-WEBHOOK_MAX_RETRIES = env_int("WEBHOOK_MAX_RETRIES", 9, minimum=1, maximum=10)
+WEBHOOK_MAX_RETRIES = env_int("WEBHOOK_MAX_RETRIES", 9, minimum=1, maximum=_MOST_ATTEMPTS)
 # Networks (CIDR) that http_request jobs and webhooks may reach although they are loopback,
 # private or link-local (refused otherwise: jobs/outbound.py), e.g. 10.20.0.0/16.
 OUTBOUND_ALLOWED_NETWORKS = env_networks("OUTBOUND_ALLOWED_NETWORKS")
@@ -427,5 +433,7 @@ LOGGING = {
     "loggers": {
         "django.request": {"level": "ERROR"},
         "django.server": {"level": "WARNING"},
+        # django-axes logs its version at INFO in every process, every command included.
+        "axes": {"level": "WARNING"},
     },
 }

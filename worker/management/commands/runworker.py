@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from jobs.command_options import handler_slots, non_negative_int, positive_int
+from jobs.command_options import (
+    MOST_HANDLER_SLOTS,
+    handler_slots,
+    non_negative_int,
+    positive_int,
+)
 from jobs.events import background_publisher
 from jobs.queue_names import QueueSelection, name_errors
 from worker.schedulers import SCHEDULERS
@@ -40,6 +46,8 @@ def queue_slots(value: str) -> tuple[str, int]:
     """NAME=N: one queue, N handler slots of its own. Never a list: the lane's slots would be
     the queues' between them, and one queue's burst could take all of them."""
     name, _, slots = value.partition("=")
+    if not name.strip():
+        raise argparse.ArgumentTypeError(f"{value!r}: write NAME=N, N handler slots")
     if "," in name:
         raise argparse.ArgumentTypeError(
             f"{value!r}: one queue per --queue, each with slots of its own "
@@ -54,7 +62,11 @@ def queue_slots(value: str) -> tuple[str, int]:
 
 
 class Command(BaseCommand):
-    help = "Run a worker: claim due jobs and run their handlers until SIGTERM, SIGINT or SIGHUP."
+    help = (
+        "Run a worker: claim due jobs and run their handlers until SIGTERM, SIGINT or SIGHUP. "
+        "The first signal lets running jobs finish (SCHEDULER_SHUTDOWN_GRACE), a second "
+        "stops at once."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -67,19 +79,23 @@ class Command(BaseCommand):
             "--concurrency",
             type=handler_slots,
             default=None,
-            help="Handlers run at once (default: SCHEDULER_CONCURRENCY).",
+            metavar="N",
+            help=f"Handlers run at once, at most {MOST_HANDLER_SLOTS} "
+            "(default: SCHEDULER_CONCURRENCY).",
         )
         parser.add_argument(
             "--prefetch",
             type=non_negative_int,
             default=None,
-            help="Claimed jobs held beyond the busy threads, waiting for a free one "
-            "(default: SCHEDULER_PREFETCH).",
+            metavar="N",
+            help="Claimed jobs held beyond the busy threads, waiting for a free one; 0: claim "
+            "only for free threads (default: SCHEDULER_PREFETCH).",
         )
         parser.add_argument(
             "--queues",
             type=queue_list,
             default=None,
+            metavar="NAME,...",
             help="Serve only these queues, comma-separated (default: every queue).",
         )
         parser.add_argument(
@@ -94,15 +110,30 @@ class Command(BaseCommand):
         )
         parser.add_argument("--once", action="store_true", help="Run what is due now, then exit.")
         parser.add_argument(
-            "--max-jobs", type=positive_int, default=None, help="Exit after running N jobs."
+            "--max-jobs",
+            type=positive_int,
+            default=None,
+            metavar="N",
+            help="Exit after running N jobs (each --queue lane counts its own; the first to "
+            "reach N stops them all).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         dedicated = dict(options["queue"])
-        if len(dedicated) < len(options["queue"]):
-            raise CommandError("a queue is given its own slots with --queue more than once")
-        if options["queues"] is not None and set(options["queues"]) & set(dedicated):
-            raise CommandError("a queue given its own slots with --queue is not also in --queues")
+        # Mistakes of the command line, as argparse's: exit code 2, not a worker's failure.
+        given = Counter(name for name, _slots in options["queue"])
+        if repeated := sorted(name for name, times in given.items() if times > 1):
+            raise CommandError(
+                "a queue is given its own slots with --queue more than once: "
+                + ", ".join(repeated),
+                returncode=2,
+            )
+        if both := sorted(set(options["queues"] or ()) & set(dedicated)):
+            raise CommandError(
+                "a queue given its own slots with --queue is not also in --queues: "
+                + ", ".join(both),
+                returncode=2,
+            )
         # A worker holds a fixed set of connections for its whole life: its loop's, its
         # completer's and its listener's, plus one per handler thread that queries, kept for
         # its next job (a new PostgreSQL connection per job would cost more than most jobs).
@@ -122,24 +153,30 @@ class Command(BaseCommand):
         worker.signal_listeners.append(
             lambda signals: _pass_on(LANE_STOP if signals == 1 else LANE_STOP_NOW, children)
         )
-        if not options["once"] and options["max_jobs"] is None:
+        ended = threading.Event()
+        if not options["once"]:
             for name, child in zip(dedicated, children, strict=True):
-                _watch_lane(name, child, worker)
+                _watch_lane(name, child, worker, ended, options["max_jobs"])
         # What is loaded by now (Django, the apps and their handlers, the worker) lives as
         # long as the process: out of the collector's sight, a full collection walks only
         # what jobs made since. It walked ~90,000 objects, a 45 ms stop of every thread about
         # every 5,000 jobs of a drain, and a drain spent about 10 us of CPU a job more (as
         # `gc.freeze()` does for the web processes, `scheduler_project.server`).
         gc.freeze()
+        code = 1  # until the worker returns one: what it raises is a failure
         try:
             code = worker.run()
-        except BaseException:
-            _pass_on(LANE_STOP, children)
-            raise
         finally:
+            ended.set()
+            # Ended by its --max-jobs, or by a failure, the worker takes its lanes with it:
+            # left running, they held the process up while its own queues went unserved.
+            # Under --once each lane runs what is due to its end.
+            if code or not options["once"]:
+                _pass_on(LANE_STOP, children)
             codes = [child.wait() for child in children]
-        # A lane killed by a signal has a negative code.
-        code = code or (1 if any(codes) else 0)
+        # A lane killed by a signal has a negative code; one stopped before it had set its
+        # handlers (it had not registered) dies of the stop its worker passed on, and is clean.
+        code = code or (1 if any(c not in (0, -LANE_STOP, -LANE_STOP_NOW) for c in codes) else 0)
         _leave_threads_handlers_started(code)
         if code:
             sys.exit(code)
@@ -171,16 +208,24 @@ class Command(BaseCommand):
         )
 
 
-def _watch_lane(name: str, child: subprocess.Popen[bytes], worker: Worker) -> None:
-    """A lane that ends while its worker runs on (killed, crashed) stops the worker too,
-    gracefully, and the worker exits non-zero: the supervisor watches the worker only, and
-    restarts the two together. Left alone, the lane's queue went unserved without a word."""
+def _watch_lane(
+    name: str,
+    child: subprocess.Popen[bytes],
+    worker: Worker,
+    ended: threading.Event,
+    max_jobs: int | None,
+) -> None:
+    """A lane that ends while its worker runs on (killed, crashed, or done with its
+    --max-jobs) stops the worker too, gracefully, and the worker exits non-zero unless the
+    lane ended cleanly: the supervisor watches the worker only, and restarts the two
+    together. Left alone, the lane's queue went unserved without a word."""
 
     def watch() -> None:
         code = child.wait()
-        if worker.signals:
-            return  # told to stop, as the worker was
-        logger.critical("the lane for queue %s ended (exit code %s): stopping", name, code)
+        if worker.signals or ended.is_set():
+            return  # told to stop, as the worker was, or stopped by it
+        level = logging.INFO if code == 0 and max_jobs is not None else logging.CRITICAL
+        logger.log(level, "the lane for queue %s ended (exit code %s): stopping", name, code)
         worker.request_stop()
 
     threading.Thread(target=watch, name=f"lane-{name}", daemon=True).start()
