@@ -937,7 +937,10 @@ def _audit_schedule(
 
 def _cancel_schedule_runs(schedule_id: uuid.UUID, reason: str) -> None:
     rows = fetch("cancel_schedule_runs", {"schedule_id": schedule_id, "reason": reason})
-    notifier.emit_after_commit([("job.cancelled", j) for j in _job_objects(rows)])
+    runs = _job_objects(rows)
+    # As any cancel: a job waiting on a cancelled run would otherwise wait for ever.
+    dependents = _cancel_dependents([uuid.UUID(j["id"]) for j in runs], "was cancelled")
+    notifier.emit_after_commit([("job.cancelled", j) for j in [*runs, *dependents]])
 
 
 def retry_from_dlq(job_id: uuid.UUID) -> JobObject:

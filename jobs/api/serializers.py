@@ -72,9 +72,17 @@ class DependsOnField(serializers.Field):
     """One job id (as before fan-in), or a list of them."""
 
     def to_internal_value(self, data: Any) -> uuid.UUID | list[uuid.UUID]:
-        one = serializers.UUIDField()
         if isinstance(data, list):
-            return [one.to_internal_value(item) for item in data]
+            return [self._job_id(item) for item in data]
+        return self._job_id(data)
+
+    @staticmethod
+    def _job_id(data: Any) -> uuid.UUID:
+        one = serializers.UUIDField()
+        # UUIDField reads an integer (a boolean too) as the UUID of that number: `5` was
+        # looked up as job 00000000-0000-0000-0000-000000000005, and refused as missing.
+        if not isinstance(data, str):
+            one.fail("invalid")
         return one.to_internal_value(data)
 
 
