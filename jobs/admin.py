@@ -13,7 +13,7 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from django import forms
 from django.conf import settings
@@ -22,7 +22,17 @@ from django.contrib.admin import helpers
 from django.contrib.admin.options import IS_POPUP_VAR, BaseModelAdmin, IncorrectLookupParameters
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import BooleanField, ExpressionWrapper, Model, Q, QuerySet, TextField
+from django.core.exceptions import ValidationError
+from django.db.models import (
+    BooleanField,
+    ExpressionWrapper,
+    F,
+    Field,
+    Model,
+    Q,
+    QuerySet,
+    TextField,
+)
 from django.db.models.functions import Cast, Right
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -76,6 +86,16 @@ _ID_END = re.compile(rf"[0-9a-f]{{{SHORT_ID_DIGITS},12}}")
 SHORT_ID_SEARCH_ROWS = 100_000
 
 
+def _ticked(request: HttpRequest, matching: int) -> int:
+    """How many rows the operator selected for an action: the ids ticked, or with "select
+    all", the `matching` ones. The action's queryset holds only the rows still there (jobs
+    still in the DLQ, schedules not deleted), so those gone since they were ticked are
+    missing from it."""
+    if request.POST.get("select_across") == "1":
+        return matching
+    return len(set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)))
+
+
 def _can_view_jobs(request: HttpRequest) -> bool:
     user = request.user
     return user.has_perm("jobs.view_job") or user.has_perm("jobs.change_job")
@@ -98,6 +118,71 @@ def _pretty_json(value: Any, raw_url: str) -> str:
         shown.text,
         raw_url,
     )
+
+
+def _can_be_key(field: Field[Any, Any], value: str) -> bool:
+    """Whether the model would take `value` as `field`'s (its primary key's). One it would not
+    names no row, and compared with the column it may fail the statement: a 500 for text that
+    is no UUID or number, a number past the column's range, NUL in a queue's name."""
+    try:
+        field.clean(value, None)
+    except ValidationError:
+        return False
+    return True
+
+
+class OwnFiltersChangeList(ChangeList):
+    """A list filtered by its own filters only. Django applies any lookup on a column typed
+    into the list's address: a pattern the database cannot read (`?last_error__regex=(`)
+    was a 500, and a lookup no index holds (`?last_error__icontains=`) read every job. (A
+    date hierarchy's range is such a lookup too: none of these lists has one.)"""
+
+    def get_filters(self, request: HttpRequest) -> Any:
+        filters = super().get_filters(request)
+        # What is left of the query once the filters took theirs (Django's own order).
+        unknown = filters[2]
+        if unknown:
+            self.model_admin.message_user(
+                request,
+                f"This list has no filter {', '.join(sorted(unknown))}: it is shown unfiltered.",
+                messages.ERROR,
+            )
+            # The admin's answer: the list again, unfiltered ("?e=1").
+            raise IncorrectLookupParameters(f"No filter {', '.join(sorted(unknown))}.")
+        return filters
+
+
+class SchedulerModelAdmin(admin.ModelAdmin):
+    """An admin of the scheduler's models: an address or a form typed by hand gets a
+    message, never a 500."""
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return OwnFiltersChangeList
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        # Django's "does not exist" for an id that cannot be: a NUL in a queue's name failed
+        # the look-up.
+        if from_field is None and not _can_be_key(self.opts.pk, object_id):
+            return None
+        return super().get_object(request, object_id, from_field)
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        # Django finds the selected rows by comparing each value with the primary key in
+        # the database; the selection is done in full or not at all.
+        for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            if not _can_be_key(self.opts.pk, value):
+                self.message_user(
+                    request,
+                    f"The selection holds {value[:40]!r}, which is no id of a "
+                    f"{self.opts.verbose_name}: nothing was done.",
+                    messages.ERROR,
+                )
+                return None
+        return super().response_action(request, queryset, *args, **kwargs)
 
 
 class ReadOnlyAdminMixin(BaseModelAdmin):
@@ -223,14 +308,28 @@ class JobAttemptInline(_NewestRowsInline):
     )
     ordering = ("attempt_number", "started_at")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # Each attempt's worker read with it, not by itself.
+        return super().get_queryset(request).select_related("worker")
+
 
 class JobLogInline(_NewestRowsInline):
     model = JobLog
     shown = LOG_LINES_SHOWN
     newest_by = "created_at"
     verbose_name_plural = f"logs (newest {LOG_LINES_SHOWN} lines)"
-    fields = readonly_fields = ("created_at", "level", "message", "attempt")
+    fields = readonly_fields = ("created_at", "level", "message", "from_attempt")
     ordering = ("created_at", "id")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # The number of each line's attempt read with the line: the attempt itself ("attempt
+        # 1 of <job id>", its stack trace and all) was read by itself, 200 more queries.
+        return super().get_queryset(request).annotate(attempt_number=F("attempt__attempt_number"))
+
+    # Not `attempt_number`, the attempts' column: the page marks each column by its name.
+    @admin.display(description="attempt")
+    def from_attempt(self, line: Any) -> int | None:
+        return cast("int | None", line.attempt_number)
 
 
 class JobDependencyInline(_ReadOnlyInline):
@@ -308,7 +407,7 @@ def _jobs_ending_with(term: str, jobs: QuerySet[Job], newest_by: str) -> Q:
     return Q(pk__in=list(ending.order_by().values_list("id", flat=True)))
 
 
-class SortableByChangeList(ChangeList):
+class SortableByChangeList(OwnFiltersChangeList):
     """A list that sorts only by its `sortable_by` columns (those an index holds in order),
     also when another is asked for by hand in the query string (`?o=`): Django only stops
     offering the others."""
@@ -339,7 +438,7 @@ class JobChangeList(SortableByChangeList):
 
 
 @admin.register(Job)
-class JobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
     list_display = [
         "id",
         "type",
@@ -496,14 +595,6 @@ class DeadLetterJobAdmin(JobAdmin):
         text = job.last_error or ""
         return text if len(text) <= 120 else text[:119] + "…"
 
-    def _ticked(self, request: HttpRequest, matching: int) -> int:
-        """How many jobs the operator selected: the ids ticked, or with "select all", the
-        `matching` ones. The action's queryset holds only the jobs still in the DLQ, so
-        those that left it since they were ticked are missing from it."""
-        if request.POST.get("select_across") == "1":
-            return matching
-        return len(set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)))
-
     def _warn_of_jobs_that_left(
         self, request: HttpRequest, ticked: int, done: int, verb: str
     ) -> None:
@@ -534,7 +625,7 @@ class DeadLetterJobAdmin(JobAdmin):
         """`act` on the selected jobs still in the DLQ: how many it changed (`done`, of
         `{n}`), and a warning naming those that had left it."""
         in_dlq = list(queryset.values_list("id", flat=True))
-        ticked = self._ticked(request, len(in_dlq))
+        ticked = _ticked(request, len(in_dlq))
         changed = act(in_dlq)
         if changed:
             self.message_user(request, done.format(n=changed), messages.SUCCESS)
@@ -564,7 +655,7 @@ class DeadLetterJobAdmin(JobAdmin):
             )
             return None
         total = queryset.count()
-        ticked = self._ticked(request, total)
+        ticked = _ticked(request, total)
         if not total:
             self._warn_of_jobs_that_left(request, ticked, 0, "purged")
             return None
@@ -607,7 +698,7 @@ def _no_next_run(schedule: Schedule) -> str:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ScheduleAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
     """Cron schedules, read-only; pausing and resuming (`jobs.change_schedule`) go through
     `jobs.state`, which cancels or creates their runs."""
 
@@ -635,27 +726,74 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         upcoming = upcoming_runs(schedule)
         return ", ".join(slot.isoformat() for slot in upcoming) or _no_next_run(schedule)
 
+    def _act_on_selection(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Schedule],
+        act: Callable[[uuid.UUID], None],
+        done: str,
+        verb: str,
+    ) -> None:
+        """`act` on each selected schedule that still exists: how many it changed (`done`,
+        of `{n}`), and a warning naming those deleted elsewhere since they were ticked."""
+        selected = list(queryset.values_list("id", flat=True))
+        changed = 0
+        for schedule_id in selected:
+            try:
+                act(schedule_id)
+            except state.ScheduleNotFound:
+                continue  # deleted since it was read above
+            changed += 1
+        if changed:
+            self.message_user(request, done.format(n=changed), messages.SUCCESS)
+        ticked = _ticked(request, len(selected))
+        if changed >= ticked:
+            return
+        if changed:
+            text = (
+                f"{ticked - changed} of the {ticked} selected schedule(s) had been deleted "
+                f"elsewhere since: not {verb}."
+            )
+        else:
+            text = (
+                f"The {ticked} selected schedule(s) had been deleted elsewhere since: none "
+                f"was {verb}."
+            )
+        self.message_user(request, text, messages.WARNING)
+
     @admin.action(description="Pause selected", permissions=["pause"])
     def pause_selected(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule_id in queryset.values_list("id", flat=True):
-            state.pause_schedule(schedule_id)
-        self.message_user(request, "Paused: their waiting runs were cancelled.", messages.SUCCESS)
+        self._act_on_selection(
+            request,
+            queryset,
+            state.pause_schedule,
+            "Paused {n} schedule(s): their waiting runs were cancelled.",
+            "paused",
+        )
 
     @admin.action(description="Resume selected", permissions=["pause"])
     def resume_selected(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule_id in queryset.values_list("id", flat=True):
-            state.resume_schedule(schedule_id)
-        self.message_user(request, "Resumed from their next slot.", messages.SUCCESS)
+        self._act_on_selection(
+            request,
+            queryset,
+            state.resume_schedule,
+            "Resumed {n} schedule(s) from their next slot.",
+            "resumed",
+        )
 
     @admin.action(description="Delete selected (their past runs stay)", permissions=["remove"])
     def delete_selected_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule_id in queryset.values_list("id", flat=True):
-            state.delete_schedule(schedule_id)
-        self.message_user(request, "Deleted: their waiting runs were cancelled.", messages.SUCCESS)
+        self._act_on_selection(
+            request,
+            queryset,
+            state.delete_schedule,
+            "Deleted {n} schedule(s): their waiting runs were cancelled.",
+            "deleted",
+        )
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(SchedulerModelAdmin):
     """Pause and resume queues (`jobs.queues`, which wakes the workers on a resume): by the
     actions, by a queue's page, or by adding a queue no operator has decided about yet."""
 
@@ -714,7 +852,7 @@ class LimitForm(forms.ModelForm):
 
 
 @admin.register(Limit)
-class LimitAdmin(admin.ModelAdmin):
+class LimitAdmin(SchedulerModelAdmin):
     """Limits across all workers (`jobs.queues.set_limit`, the rules of the API and console)."""
 
     form = LimitForm
@@ -747,7 +885,7 @@ class LimitAdmin(admin.ModelAdmin):
 
 
 @admin.register(Worker)
-class WorkerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class WorkerAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
     list_display = (
         "hostname",
         "pid",
@@ -813,9 +951,11 @@ class WebhookForm(forms.ModelForm):
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin):
+class WebhookAdmin(SchedulerModelAdmin):
     form = WebhookForm
     list_display = ("url", "events", "is_active", "created_by", "created_at")
+    # Django's own following of foreign keys leaves out a nullable one: an author a row.
+    list_select_related = ("created_by",)
     list_filter = ("is_active",)
     actions = ("send_test_delivery",)
 
@@ -837,7 +977,7 @@ class WebhookAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ApiTokenAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
     """Tokens can be looked at and revoked (deleted); their hash is never shown. Each
     revocation is an audit entry (`token_revoke`, recorded by `jobs.audit` as it is deleted)."""
 
@@ -895,7 +1035,7 @@ class AuditPeriodFilter(_FixedChoiceFilter):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
     """The audit log, read-only like the console's page: nobody edits or deletes an entry
     (the database refuses a change too); the pruner removes old ones. Its list reads the
     newest entries by `audit_log_at_idx` and never counts or scans the whole log."""
