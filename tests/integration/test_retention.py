@@ -34,8 +34,10 @@ def worker() -> Worker:
 
 
 def run(worker: Worker, outcome: str = "complete", **enqueue: Any) -> uuid.UUID:
-    """A job taken through a real attempt (one log line) to `outcome`."""
+    """A job taken through a real attempt (one log line) to `outcome`, at once (a cron run's
+    slot come now)."""
     job_id = uuid.UUID(state.enqueue("noop", {}, **enqueue)["id"])
+    Job.objects.filter(id=job_id).update(run_at=timezone.now())
     (claimed,) = state.claim(worker.id, 1, [job_id])
     state.append_logs(job_id, claimed.attempt_id, [(timezone.now(), "INFO", "ran")])
     if outcome == "complete":
@@ -109,18 +111,7 @@ def test_a_dead_letter_holding_a_series_stays_past_the_dlq_retention(worker):
     and said nothing, the chain was gone)."""
 
     def dead_letter(**enqueue: Any) -> uuid.UUID:
-        job_id = uuid.UUID(state.enqueue("noop", {}, max_retries=1, **enqueue)["id"])
-        Job.objects.filter(id=job_id).update(run_at=timezone.now())  # its slot, come now
-        (claimed,) = state.claim(worker.id, 1, [job_id])
-        fail_attempt(
-            job_id,
-            claimed.attempt_id,
-            error_type="Boom",
-            error_message="boom",
-            stack_trace=None,
-            retry_delay=timedelta(0),
-        )
-        return job_id
+        return run(worker, outcome="fail", max_retries=1, **enqueue)
 
     cron_run = dead_letter(cron="0 3 * * *")
     recurring = dead_letter(recur_interval="every_1_hour")

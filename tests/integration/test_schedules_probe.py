@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -21,8 +22,9 @@ JOBS = "/api/v1/jobs"
 SCHEDULES = "/api/v1/schedules"
 
 
-def run_into_the_dlq(job_id: str) -> None:
-    """Run a schedule's waiting run before its slot, into the DLQ (one attempt allowed)."""
+def fail_before_its_slot(job_id: str) -> dict[str, Any]:
+    """Run a schedule's waiting run before its slot and fail it: into the DLQ when it had
+    one attempt, else waiting for its retry."""
     Job.objects.filter(id=job_id).update(run_at=timezone.now() - timedelta(minutes=1))
     (claimed,) = state.claim(new_worker().id, 1, [uuid.UUID(job_id)])
     failed = fail_attempt(
@@ -33,7 +35,12 @@ def run_into_the_dlq(job_id: str) -> None:
         stack_trace=None,
         retry_delay=timedelta(minutes=5),
     )
-    assert failed is not None and failed["in_dlq"]
+    assert failed is not None and failed["status"] == "failed"
+    return failed
+
+
+def run_into_the_dlq(job_id: str) -> None:
+    assert fail_before_its_slot(job_id)["in_dlq"]
 
 
 @pytest.mark.django_db
@@ -79,21 +86,6 @@ def test_a_schedule_whose_dead_letter_was_purged_lists_no_next_runs_until_resume
     assert uuid.UUID(resumed["current_run_id"]) != uuid.UUID(first["id"])
 
 
-def run_into_its_retry(job_id: str) -> None:
-    """Run a schedule's waiting run before its slot and fail it, a retry left."""
-    Job.objects.filter(id=job_id).update(run_at=timezone.now() - timedelta(minutes=1))
-    (claimed,) = state.claim(new_worker().id, 1, [uuid.UUID(job_id)])
-    failed = fail_attempt(
-        claimed.id,
-        claimed.attempt_id,
-        error_type="RuntimeError",
-        error_message="boom",
-        stack_trace=None,
-        retry_delay=timedelta(minutes=5),
-    )
-    assert failed is not None and failed["status"] == "failed" and not failed["in_dlq"]
-
-
 @pytest.mark.django_db
 @pytest.mark.parametrize("stop", ["pause", "delete"])
 def test_a_run_waiting_for_its_retry_is_cancelled_when_its_schedule_stops(operator_client, stop):
@@ -101,7 +93,7 @@ def test_a_run_waiting_for_its_retry_is_cancelled_when_its_schedule_stops(operat
     # the schedule was paused, or after it was deleted.
     first = state.enqueue("noop", {}, cron="*/5 * * * *", max_retries=3)
     schedule = f"{SCHEDULES}/{first['schedule_id']}"
-    run_into_its_retry(first["id"])
+    assert not fail_before_its_slot(first["id"])["in_dlq"]
     if stop == "pause":
         assert operator_client.post(f"{schedule}/pause").status_code == 200
     else:
