@@ -32,6 +32,8 @@ from typing import Any
 import orjson
 
 MAX_JSON_DEPTH = 32
+# A job's attempts (`max_retries`): from 1 to this, the jobs table's check constraint too.
+MAX_ATTEMPTS = 10
 
 EARLIEST_YEAR = 1970
 LATEST_YEAR = 9998

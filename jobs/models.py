@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from .limits import MAX_ATTEMPTS
 from .queue_names import NAME_RULE, QUEUE_NAME_PATTERN, QueueSelection
 from .registry import TYPE_NAME_MAX_LENGTH
 
@@ -151,7 +152,7 @@ class Job(models.Model):
                 condition=Q(status__in=JobStatus.values), name="jobs_status_valid"
             ),
             models.CheckConstraint(
-                condition=Q(max_retries__gte=1, max_retries__lte=10),
+                condition=Q(max_retries__gte=1, max_retries__lte=MAX_ATTEMPTS),
                 name="jobs_max_retries_1_to_10",
             ),
             models.CheckConstraint(

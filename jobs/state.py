@@ -185,9 +185,9 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
     if type(spec.priority) is not int or spec.priority not in (1, 2, 3):
         errors["priority"] = ["Must be 1, 2 or 3."]
     if spec.max_retries is not None and (
-        type(spec.max_retries) is not int or not 1 <= spec.max_retries <= 10
+        type(spec.max_retries) is not int or not 1 <= spec.max_retries <= limits.MAX_ATTEMPTS
     ):
-        errors["max_retries"] = ["Must be an integer from 1 to 10."]
+        errors["max_retries"] = [f"Must be an integer from 1 to {limits.MAX_ATTEMPTS}."]
     if spec.scheduled_at is not None and (wrong := _instant_errors(spec.scheduled_at, now)):
         errors["scheduled_at"] = wrong
     if spec.recur_interval is not None and spec.recur_interval not in RecurInterval.values:

@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
 from jobs.command_options import MOST_HANDLER_SLOTS
+from jobs.limits import MAX_ATTEMPTS
 from scheduler_project.environment import (
     LONGEST_SECONDS,
     env_bool,
@@ -350,11 +351,10 @@ SCHEDULER_EVENTS_CHANNEL = env_str(
     "SCHEDULER_EVENTS_CHANNEL",
     f"scheduler:events:{DATABASES['default']['NAME']}:{redis_database(REDIS_URL)}",
 )
-# A job's attempts, as the jobs table's check constraint (jobs_max_retries_1_to_10) allows:
-# a default over it made every job created without max_retries fail.
-_MOST_ATTEMPTS = 10
+# A default over what the jobs table's check constraint allows made every job created
+# without max_retries fail.
 SCHEDULER_DEFAULT_MAX_RETRIES = env_int(
-    "SCHEDULER_DEFAULT_MAX_RETRIES", 3, minimum=1, maximum=_MOST_ATTEMPTS
+    "SCHEDULER_DEFAULT_MAX_RETRIES", 3, minimum=1, maximum=MAX_ATTEMPTS
 )
 SCHEDULER_BACKOFF_BASE_SECONDS = env_seconds("SCHEDULER_BACKOFF_BASE_SECONDS", 5.0, minimum=0)
 SCHEDULER_CONCURRENCY = env_int("SCHEDULER_CONCURRENCY", 4, minimum=1, maximum=MOST_HANDLER_SLOTS)
@@ -411,7 +411,7 @@ WEBHOOK_TIMEOUT_SECONDS = env_seconds("WEBHOOK_TIMEOUT_SECONDS", 10.0, above=0)
 # The attempts of an event's delivery: with the backoff's 5^(n-1) s, the ninth comes about a
 # day after the first, so a receiver down for a deploy or a night still gets its events (as
 # Svix and Stripe keep trying for a day or days). A test delivery keeps the default.
-WEBHOOK_MAX_RETRIES = env_int("WEBHOOK_MAX_RETRIES", 9, minimum=1, maximum=_MOST_ATTEMPTS)
+WEBHOOK_MAX_RETRIES = env_int("WEBHOOK_MAX_RETRIES", 9, minimum=1, maximum=MAX_ATTEMPTS)
 # Networks (CIDR) that http_request jobs and webhooks may reach although they are loopback,
 # private or link-local (refused otherwise: jobs/outbound.py), e.g. 10.20.0.0/16.
 OUTBOUND_ALLOWED_NETWORKS = env_networks("OUTBOUND_ALLOWED_NETWORKS")

@@ -127,7 +127,9 @@ class JobCreateSerializer(RefusesUnknownFields):
         help_text="An existing job, or a list of them; this one waits until every one of "
         "them is completed.",
     )
-    max_retries = serializers.IntegerField(required=False, allow_null=True, help_text="1..10.")
+    max_retries = serializers.IntegerField(
+        required=False, allow_null=True, help_text=f"1..{limits.MAX_ATTEMPTS}."
+    )
     cron = serializers.CharField(
         required=False,
         allow_null=True,

@@ -118,7 +118,11 @@ class CreateJobForm(PayloadForm):
         widget=forms.TextInput(attrs={"placeholder": "3f7a1c2d-…", "class": "mono"}),
     )
     max_retries = forms.IntegerField(
-        required=False, min_value=1, max_value=10, label="Attempts", help_text="1 to 10; default 3."
+        required=False,
+        min_value=1,
+        max_value=limits.MAX_ATTEMPTS,
+        label="Attempts",
+        help_text=f"1 to {limits.MAX_ATTEMPTS}; default 3.",
     )
     queue = forms.CharField(
         required=False,
