@@ -23,6 +23,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 from schemathesis.pytest.plugin import SchemathesisFunction
 
+from jobs import webhooks
 from jobs.api.auth import issue_token
 from jobs.events import background_publisher, decode_events
 from jobs.roles import Role, assign_role
@@ -109,6 +110,15 @@ def _flush_by_deleting() -> Iterator[None]:
     operations.sql_flush = sql_flush
     yield
     operations.sql_flush = truncate
+
+
+@pytest.fixture
+def fresh_webhook_cache() -> Iterator[None]:
+    """Each process caches its active webhooks for WEBHOOK_CACHE_SECONDS: a test reads the
+    ones it made, not a list an earlier test left."""
+    webhooks.active_webhooks.invalidate()
+    yield
+    webhooks.active_webhooks.invalidate()
 
 
 @pytest.fixture(scope="session", autouse=True)

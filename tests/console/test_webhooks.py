@@ -32,11 +32,7 @@ from worker.worker import Worker as WorkerLoop
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_webhook_cache() -> Iterator[None]:
-    webhooks.active_webhooks.invalidate()
-    yield
-    webhooks.active_webhooks.invalidate()
+pytestmark = pytest.mark.usefixtures("fresh_webhook_cache")
 
 
 class Receiver:

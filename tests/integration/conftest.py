@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection
 
 from jobs.models import Job, Worker
+from tests.console.test_webhooks import Receiver
 from tests.handlers_app.handlers import RUNS_TABLE, register_all, unregister_all
 
 MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
@@ -193,3 +194,12 @@ def recorded_runs() -> list[tuple[Any, ...]]:
             "ORDER BY started_at"
         )
         return cursor.fetchall()
+
+
+@pytest.fixture
+def receiver(settings: Any) -> Iterator[Receiver]:
+    """A webhook receiver on 127.0.0.1, which deliveries may reach for the test."""
+    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    server = Receiver()
+    yield server
+    server.close()

@@ -6,7 +6,6 @@ forms (U+FF01..U+FF5E) are those once IDNA has mapped them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,19 +30,7 @@ def full_width(ascii_text: str) -> str:
 LOCALHOST = full_width("localhost")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_webhook_cache() -> Iterator[None]:
-    webhooks.active_webhooks.invalidate()
-    yield
-    webhooks.active_webhooks.invalidate()
-
-
-@pytest.fixture
-def receiver(settings: Any) -> Iterator[Receiver]:
-    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    server = Receiver()
-    yield server
-    server.close()
+pytestmark = pytest.mark.usefixtures("fresh_webhook_cache")
 
 
 def port_of(receiver: Receiver) -> int:

@@ -10,7 +10,7 @@ import hmac
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from jobs import state, webhooks
+from jobs import state
 from jobs.models import Job, JobStatus, Webhook
 from jobs.webhooks import create_webhook, send_test
 from tests.console.test_webhooks import Receiver
@@ -26,22 +26,10 @@ from worker.worker import Worker as WorkerLoop
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_webhook_cache() -> Iterator[None]:
-    webhooks.active_webhooks.invalidate()
-    yield
-    webhooks.active_webhooks.invalidate()
-
-
-@pytest.fixture
-def local_receiver(settings: Any) -> Iterator[Receiver]:
-    settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    server = Receiver()
-    yield server
-    server.close()
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_webhook_cache"),
+]
 
 
 def readme_verifier() -> Callable[[bytes, str | None, str], dict[str, Any]]:
@@ -78,16 +66,16 @@ def make_due(job_id: Any) -> None:
 
 
 def test_a_real_delivery_verifies_as_the_readme_tells_a_receiver(
-    local_receiver: Receiver,
+    receiver: Receiver,
 ) -> None:
     verified_event = readme_verifier()
     hook = create_webhook(
-        url=local_receiver.url, event_types=["job.created"], secret="whsec-päss", user=None
+        url=receiver.url, event_types=["job.created"], secret="whsec-päss", user=None
     )
     job = state.enqueue("noop", {"greeting": "grüß dich \u2028"}, priority=2)
     deliver()
 
-    (request,) = local_receiver.requests
+    (request,) = receiver.requests
     signature = request["headers"]["X-Scheduler-Signature"]
     event = verified_event(request["body"], signature, "whsec-päss")
     assert event["type"] == "job.created"
@@ -119,29 +107,27 @@ def received_event(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_attempt_of_a_delivery_carries_its_events_one_id(
-    local_receiver: Receiver,
+    receiver: Receiver,
 ) -> None:
-    create_webhook(url=local_receiver.url, event_types=["job.created"], secret="s", user=None)
-    create_webhook(
-        url=local_receiver.url + "/copy", event_types=["job.created"], secret="s", user=None
-    )
-    answer_try_later(local_receiver)
+    create_webhook(url=receiver.url, event_types=["job.created"], secret="s", user=None)
+    create_webhook(url=receiver.url + "/copy", event_types=["job.created"], secret="s", user=None)
+    answer_try_later(receiver)
     first = state.enqueue("noop", {"n": 1}, priority=2)
     second = state.enqueue("noop", {"n": 2}, priority=2)
     deliver()
-    assert len(local_receiver.requests) == 4  # two events, two webhooks each
+    assert len(receiver.requests) == 4  # two events, two webhooks each
     failed = list(Job.objects.filter(type="http_request"))
     assert {d.status for d in failed} == {JobStatus.FAILED}
 
     # Had the receiver handled each event and its answer been lost, the next attempts send
     # them again: it tells them by their id, as it would a recorded request sent again.
-    answer_ok(local_receiver)
+    answer_ok(receiver)
     for delivery in failed:
         make_due(delivery.id)
     deliver()
-    assert len(local_receiver.requests) == 8
+    assert len(receiver.requests) == 8
     ids: dict[str, set[str]] = {}
-    for request in local_receiver.requests:
+    for request in receiver.requests:
         event = received_event(request)
         assert request["headers"]["X-Scheduler-Event-Id"] == event["id"]
         ids.setdefault(event["data"]["id"], set()).add(event["id"])
@@ -157,16 +143,14 @@ def test_every_attempt_of_a_delivery_carries_its_events_one_id(
 
 
 def test_a_disabled_webhooks_deliveries_are_not_sent_wherever_they_wait(
-    local_receiver: Receiver,
+    receiver: Receiver,
 ) -> None:
-    hook = create_webhook(
-        url=local_receiver.url, event_types=["job.created"], secret="s", user=None
-    )
-    answer_try_later(local_receiver)
+    hook = create_webhook(url=receiver.url, event_types=["job.created"], secret="s", user=None)
+    answer_try_later(receiver)
     state.enqueue("noop", {}, priority=2)
     state.enqueue("noop", {}, priority=2)
     deliver()
-    assert len(local_receiver.requests) == 2
+    assert len(receiver.requests) == 2
     retrying, dead = Job.objects.filter(type="http_request").order_by("created_at")
     Job.objects.filter(id=dead.id).update(max_retries=2)
     make_due(dead.id)
@@ -178,13 +162,13 @@ def test_a_disabled_webhooks_deliveries_are_not_sent_wherever_they_wait(
     # Disabled, as the admin's "Active" box does, not deleted.
     hook.is_active = False
     hook.save()
-    answer_ok(local_receiver)
-    local_receiver.requests.clear()
+    answer_ok(receiver)
+    receiver.requests.clear()
     state.retry_from_dlq(dead.id)
     make_due(retrying.id)
     deliver()
 
-    assert local_receiver.requests == []
+    assert receiver.requests == []
     (waiting,) = [
         d
         for d in Job.objects.filter(type="http_request")
@@ -198,18 +182,18 @@ def test_a_disabled_webhooks_deliveries_are_not_sent_wherever_they_wait(
     # enabling the webhook again: it is sent.
     send_test(hook)
     deliver()
-    (request,) = local_receiver.requests
+    (request,) = receiver.requests
     assert received_event(request)["type"] == "webhook.test"
 
 
 def test_an_events_delivery_is_tried_for_a_day_and_a_test_delivery_as_any_job(
-    local_receiver: Receiver, settings: Any
+    receiver: Receiver, settings: Any
 ) -> None:
     """Retried as any job (1 s, 5 s), a delivery reached the DLQ six seconds after its first
     failure: a receiver redeployed for a minute lost every event of that minute. Event
     deliveries take WEBHOOK_MAX_RETRIES attempts (5^(n-1) s apart: the ninth a day later);
     a test delivery, which an operator watches, keeps the default."""
-    create_webhook(url=local_receiver.url, event_types=["job.created"], secret="s", user=None)
+    create_webhook(url=receiver.url, event_types=["job.created"], secret="s", user=None)
     state.enqueue("noop", {}, priority=2)
     (delivery,) = Job.objects.filter(type="http_request")
     assert delivery.max_retries == settings.WEBHOOK_MAX_RETRIES == 9
