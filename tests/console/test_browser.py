@@ -917,7 +917,8 @@ def test_a_live_feed_line_reveals_bidi_controls_as_the_server_does(page: Page) -
         retry_delay=timedelta(minutes=5),
     )
 
-    line = page.locator("#log-feed .feed-line").first
+    # The job.failed line just before it shows the job as it is by then, in the DLQ, too.
+    line = page.locator('#log-feed .feed-line[data-event="job.dlq_entry"]')
     expect(line.locator(".pill")).to_have_text("DLQ")
     assert line.locator(".feed-job").text_content() == reveal_bidi(mirrored)
     shown_error = line.locator(".feed-detail").text_content()
