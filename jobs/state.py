@@ -1193,10 +1193,12 @@ def runnable_jobs(
     )
 
 
-def lost_claims(held: Mapping[uuid.UUID, uuid.UUID], vouch_before: datetime) -> list[uuid.UUID]:
-    """Which of the held job id -> attempt id claims are no longer held. The others are
-    vouched for, those whose heartbeat (or start) is older than `vouch_before`: the rescue
-    of stuck jobs leaves them to their worker."""
+def lost_claims(
+    held: Mapping[uuid.UUID, uuid.UUID], vouch_before: datetime
+) -> dict[uuid.UUID, str | None]:
+    """Which of the held job id -> attempt id claims are no longer held, each with its job's
+    status now (None: deleted). The others are vouched for, those whose heartbeat (or start)
+    is older than `vouch_before`: the rescue of stuck jobs leaves them to their worker."""
     rows = fetch(
         "lost_claims",
         {
@@ -1205,4 +1207,4 @@ def lost_claims(held: Mapping[uuid.UUID, uuid.UUID], vouch_before: datetime) -> 
             "vouch_before": vouch_before,
         },
     )
-    return [row["job_id"] for row in rows]
+    return {row["job_id"]: row["status"] for row in rows}

@@ -257,7 +257,7 @@ class ClaimWatch(Unit):
     def __init__(
         self,
         held: Callable[[], dict[uuid.UUID, uuid.UUID]],
-        on_lost: Callable[[uuid.UUID], Any],
+        on_lost: Callable[[uuid.UUID, str | None], Any],
         *,
         interval: float,
         stuck_after: timedelta,
@@ -273,8 +273,8 @@ class ClaimWatch(Unit):
         if not held:
             return {"checked": 0, "lost": 0}
         lost = state.lost_claims(held, vouch_before=timezone.now() - self.vouch_every)
-        for job_id in lost:
-            self.on_lost(job_id)
+        for job_id, status in lost.items():
+            self.on_lost(job_id, status)
         return {"checked": len(held), "lost": len(lost)}
 
 

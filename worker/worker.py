@@ -51,8 +51,8 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import state
+from jobs.models import JobStatus, WorkerStatus
 from jobs.models import Worker as WorkerRow
-from jobs.models import WorkerStatus
 from jobs.queue_names import ALL_QUEUES, QueueSelection
 from jobs.reconnect import DATABASE_ERRORS, Backoff
 from jobs.schema_version import SchemaBehind, require_current_schema
@@ -515,8 +515,7 @@ class Worker:
             job_id = uuid.UUID(message["cancelled"])
             attempt = self._drop(job_id)
             if attempt is not None:
-                when = "before it started" if attempt.never_started else "while running"
-                logger.info("job %s was cancelled %s", job_id, when)
+                self._say_cancelled(job_id, attempt)
         elif "id" in message:
             if "queue" not in message or self.queues.serves(message["queue"]):
                 self._offer([ScheduledJob.from_row(message)])
@@ -678,11 +677,25 @@ class Worker:
     def _held_claims(self) -> dict[uuid.UUID, uuid.UUID]:
         return {job_id: a.job.attempt_id for job_id, a in self.processor.running.items()}
 
-    def _lose(self, job_id: uuid.UUID) -> None:
-        if self._drop(job_id) is not None:
+    def _lose(self, job_id: uuid.UUID, status: str | None) -> None:
+        """The claim watch found the claim on `job_id` gone; the job's status says why."""
+        attempt = self._drop(job_id)
+        if attempt is None:
+            return
+        if status == JobStatus.CANCELLED:
+            # Its notification may come after the watch: the same line either way.
+            self._say_cancelled(job_id, attempt)
+        else:
             logger.warning(
-                "job %s: claim lost (cancelled or rescued); handler told to stop", job_id
+                "job %s: claim lost (the job is %s now); handler told to stop",
+                job_id,
+                status or "deleted",
             )
+
+    @staticmethod
+    def _say_cancelled(job_id: uuid.UUID, attempt: Attempt) -> None:
+        when = "before it started" if attempt.never_started else "while running"
+        logger.info("job %s was cancelled %s", job_id, when)
 
     def _drop(self, job_id: uuid.UUID) -> Attempt | None:
         """Give up the attempt of `job_id`, whose claim is gone (cancelled, rescued): its

@@ -585,7 +585,8 @@ LIMIT %(limit)s;
 
 -- name: lost_claims
 -- Which of a worker's running attempts no longer hold their job's claim (cancelled,
--- rescued while the worker was away): the worker stops waiting for them. The others it
+-- rescued while the worker was away), with the job's status now (none for a job deleted
+-- since), which tells the worker why: it stops waiting for them. The others it
 -- vouches for: a job whose heartbeat (or start) is older than `vouch_before` gets a new
 -- heartbeat, so the rescue of stuck jobs never takes back a job its live worker still
 -- runs, however long its handler's timeout. A row locked meanwhile (its completion, a
@@ -602,12 +603,11 @@ WITH held AS (
         FOR UPDATE OF j SKIP LOCKED
     )
 )
-SELECT held.job_id
+SELECT held.job_id, j.status
 FROM held
-LEFT JOIN jobs j
-       ON j.id = held.job_id AND j.status = 'processing'
-      AND j.current_attempt_id = held.attempt_id
-WHERE j.id IS NULL;
+LEFT JOIN jobs j ON j.id = held.job_id
+WHERE j.id IS NULL OR j.status <> 'processing'
+   OR j.current_attempt_id IS DISTINCT FROM held.attempt_id;
 
 -- name: held_claims
 -- The jobs among `job_ids` that `worker_id` holds (`processing` under it), with the claim's

@@ -640,7 +640,7 @@ def test_a_job_its_live_worker_still_runs_is_never_taken_for_stuck():
     Job.objects.filter(id__in=[runs.id, forgotten.id]).update(started_at=long_ago)
 
     # The worker's claim watch vouches for what it runs: a handler with a long timeout.
-    assert state.lost_claims({runs.id: runs.attempt_id}, vouch_before=timezone.now()) == []
+    assert state.lost_claims({runs.id: runs.attempt_id}, vouch_before=timezone.now()) == {}
     # Not 10 minutes: the rescue counts time stuck only from the database server's start,
     # which can be that recent on a machine just booted.
     rescued = state.rescue_lost(stuck_after=timedelta(minutes=1), worker_timeout=timedelta(hours=1))

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import signal
+import threading
 import time
+import uuid
 
 import pytest
+from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 
 from jobs import state
 from jobs.models import Job, JobAttempt, JobLog, Worker, WorkerStatus
+from worker.worker import Worker as WorkerLoop
 
 from .conftest import job_status, wait_for
 
@@ -130,10 +135,49 @@ def test_cancel_of_a_running_job_reaches_its_handler_and_frees_the_slot(start_wo
 
     state.cancel(cancelled["id"])
 
-    wait_for(lambda: job_status(next_job["id"]) == "completed", timeout=3)
-    wait_for(lambda: "was cancelled while running" in worker.logs(), timeout=3)
+    # Well within the 30 s the handler would hold the only slot if the cancel never reached it.
+    wait_for(lambda: job_status(next_job["id"]) == "completed", timeout=20)
+    wait_for(lambda: "was cancelled while running" in worker.logs(), timeout=20)
     gone = Job.objects.get(id=cancelled["id"])
     assert (gone.status, gone.result) == ("cancelled", None)
+    (attempt,) = attempts_of(cancelled["id"])
+    assert (attempt.status, attempt.error_type) == ("failed", "Cancelled")
+
+
+class DeafToCancels(WorkerLoop):
+    """A worker whose cancel notifications come too late: its claim watch finds the cancel."""
+
+    def _on_notify(self, payload: str) -> None:
+        if '"cancelled"' not in payload:
+            super()._on_notify(payload)
+
+
+def test_a_cancel_found_by_the_claim_watch_is_told_as_the_notified_one(test_handlers, caplog):
+    # Which of the two came first, the cancel's notification or the claim watch, was a race:
+    # the watch's line said "claim lost (cancelled or rescued)" of a job known cancelled.
+    cancelled = state.enqueue("wait_for_cancel", {"seconds": 30})
+    worker = DeafToCancels(concurrency=1)
+    caplog.set_level(logging.INFO, logger="worker.worker")
+
+    def lines() -> list[str]:
+        return [record.getMessage() for record in caplog.records]
+
+    def operator() -> None:
+        wait_for(lambda: job_status(cancelled["id"]) == "processing", timeout=60)
+        state.cancel(uuid.UUID(cancelled["id"]))
+        try:
+            wait_for(lambda: any("cancelled while" in line for line in lines()), timeout=30)
+        finally:
+            worker.request_stop()
+            connection.close()  # this thread's own
+
+    thread = threading.Thread(target=operator)
+    thread.start()
+    assert worker.run() == 0
+    thread.join()
+
+    assert f"job {cancelled['id']} was cancelled while running" in lines()
+    assert not [line for line in lines() if "claim lost" in line]
     (attempt,) = attempts_of(cancelled["id"])
     assert (attempt.status, attempt.error_type) == ("failed", "Cancelled")
 

@@ -158,11 +158,14 @@ def test_claim_watch_reports_attempts_whose_claim_is_gone():
     first, second = state.enqueue("noop", {}), state.enqueue("noop", {})
     claims = {c.id: c.attempt_id for c in state.claim(worker.id, 2)}
     state.cancel(uuid.UUID(first["id"]))
-    lost: list[uuid.UUID] = []
+    lost: list[tuple[uuid.UUID, str | None]] = []
 
-    watch = ClaimWatch(lambda: claims, lost.append, interval=1, stuck_after=timedelta(minutes=10))
+    def on_lost(job_id: uuid.UUID, status: str | None) -> None:
+        lost.append((job_id, status))
+
+    watch = ClaimWatch(lambda: claims, on_lost, interval=1, stuck_after=timedelta(minutes=10))
     assert watch.run_once() == {"checked": 2, "lost": 1}
-    assert lost == [uuid.UUID(first["id"])]
+    assert lost == [(uuid.UUID(first["id"]), "cancelled")]
     assert uuid.UUID(second["id"]) in claims
 
 
