@@ -31,6 +31,8 @@ from jobs.stats import stats_publisher
 
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
+pytest_plugins = ["tests.xdist_groups"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     settings.PASSWORD_HASHERS = ["tests.passwords.FewRoundsPBKDF2PasswordHasher"]
