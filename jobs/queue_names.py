@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_QUEUE = "default"
-# Safe in a URL path segment and a command-line list: no slash, comma or `=`.
-QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,100}$"
+# Safe in a URL path segment and a command-line list: no slash, comma or `=`, and not dots
+# alone: "." and ".." are the segments clients and proxies normalise away, so a queue of
+# that name could be filled but never paused, resumed or read. One pattern for Python, the
+# model's validator and the OpenAPI schema (a lookahead both read the same).
+QUEUE_NAME_PATTERN = r"^(?!\.+$)[A-Za-z0-9_.:-]{1,100}$"
 _NAME = re.compile(QUEUE_NAME_PATTERN)
-NAME_RULE = "1 to 100 letters, digits, '_', '-', '.' or ':'."
+NAME_RULE = "1 to 100 letters, digits, '_', '-', '.' or ':', not dots alone."
 
 
 def name_errors(name: object, what: str = "A queue name") -> list[str]:

@@ -142,7 +142,8 @@ def keep_the_rules_no_schema_states(case: Any, upstream_id: str) -> None:
     # A limit's name keeps its scope's rule: a queue's is narrower than a type's.
     parameters = case.path_parameters
     if positive and isinstance(parameters, dict) and parameters.get("scope") == "queue":
-        parameters["name"] = re.sub(r"[^A-Za-z0-9_.:-]", "", str(parameters["name"])) or "q"
+        kept = re.sub(r"[^A-Za-z0-9_.:-]", "", str(parameters["name"]))
+        parameters["name"] = kept if kept.strip(".") else "q"  # never dots alone
     body = case.body
     if not (positive and case.operation.method.upper() == "POST" and isinstance(body, dict)):
         return
