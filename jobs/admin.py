@@ -1,10 +1,10 @@
 """The Django admin: the second console, for triage.
 
 Jobs are read-only here: every status change goes through `jobs.state`, so the admin has
-no add, change or delete for jobs, and its actions (retry and purge from the dead-letter
-queue) call the state module, never `.save()`. Acting needs Django model permissions:
-retry needs `jobs.change_job`, purge needs `jobs.delete_job`; `jobs.view_job` lets a staff
-user look at jobs, the DLQ, attempts and logs.
+no add, change or delete for jobs, and its actions (cancel on the job list, retry and purge
+from the dead-letter queue) call the state module, never `.save()`. Acting needs Django
+model permissions: cancel and retry need `jobs.change_job`, purge needs `jobs.delete_job`;
+`jobs.view_job` lets a staff user look at jobs, the DLQ, attempts and logs.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from django.utils.html import format_html
 from jobs.registry import registry
 
 from . import audit, queues, state, webhooks
-from .display import job_display_state, shown_json, with_queue_paused
+from .display import Action, display_state, job_display_state, shown_json, with_queue_paused
 from .filters import PRIORITY_CHOICES, SORT_ORDERS, list_order
 from .models import (
     ApiToken,
@@ -73,6 +73,9 @@ ATTEMPTS_SHOWN = 20
 UPSTREAM_SHOWN = 50
 # The purge confirmation lists this many of the selected jobs by name.
 PURGE_LISTED = 50
+# "Cancel selected jobs" cancels at most this many at once, each in its own transaction
+# with its audit entry; more is the console's bulk cancel, which runs as a job in batches.
+CANCEL_AT_ONCE = 500
 # The stylesheet of the marks `JobAdmin.status_label` and `WorkerAdmin.heartbeat` put on a
 # state (a class each: the CSP blocks style attributes).
 _MARKS_CSS = {"all": ["jobs/admin.css"]}
@@ -467,6 +470,8 @@ class JobAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
     # Newest first, as an index holds them: a short id is looked for among the first rows.
     ordering: ClassVar[tuple[str]] = ("-created_at",)
     inlines = (JobDependencyInline, JobAttemptInline, JobLogInline)
+    # The dead-letter queue's have their own (`DeadLetterJobAdmin`): a cancel takes none.
+    actions: tuple[str, ...] = ("cancel_selected",)
 
     class Media:
         css = _MARKS_CSS
@@ -565,6 +570,63 @@ class JobAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
     @admin.display(description="result")
     def result_pretty(self, job: Job) -> str:
         return _pretty_json(job.result, reverse("console:job-result", args=[job.id]))
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        # As retrying a dead letter: a change of the jobs' status, through `jobs.state`.
+        return request.user.has_perm("jobs.change_job")
+
+    @admin.action(description="Cancel selected jobs", permissions=["cancel"])
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        """Cancel each selected job that has not finished, as the console's Cancel does
+        (`state.cancel`, one audit entry a job, and the jobs waiting on it cancelled too);
+        say how many were cancelled and how many could not be."""
+        selected = list(
+            queryset.order_by().values_list("id", "status", "in_dlq")[: CANCEL_AT_ONCE + 1]
+        )
+        if len(selected) > CANCEL_AT_ONCE:
+            self.message_user(
+                request,
+                f"More than {CANCEL_AT_ONCE:,} jobs selected: the admin cancels at most "
+                f"{CANCEL_AT_ONCE:,} at once, and none was cancelled. Narrow the list, or "
+                'use "Cancel all matching" in the console\'s ledger.',
+                messages.ERROR,
+            )
+            return
+        # The states a cancel applies to, as the console offers its Cancel (`jobs.display`).
+        unfinished = [
+            job_id
+            for job_id, status, in_dlq in selected
+            if display_state(status, in_dlq).allows(Action.CANCEL)
+        ]
+        done = 0
+        refused: list[uuid.UUID] = []
+        for job_id in unfinished:
+            try:
+                state.cancel(job_id, reason="Cancelled from the admin")
+            except (state.InvalidStateError, state.JobNotFound):
+                # Finished meanwhile, or cancelled with a selected job it waited on.
+                refused.append(job_id)
+            else:
+                done += 1
+        # A job cancelled because a job it waited on was is cancelled by this action too.
+        done += Job.objects.filter(id__in=refused, status=JobStatus.CANCELLED).count()
+        if done:
+            self.message_user(request, f"Cancelled {done} job(s).", messages.SUCCESS)
+        ticked = _ticked(request, len(selected))
+        if done >= ticked:
+            return
+        if not done:
+            text = (
+                f"None of the {ticked} selected job(s) could be cancelled: they had already "
+                "finished (completed, cancelled or in the dead-letter queue)."
+            )
+        else:
+            text = (
+                f"{ticked - done} of the {ticked} selected job(s) could not be cancelled: "
+                "they had already finished (completed, cancelled or in the dead-letter "
+                "queue)."
+            )
+        self.message_user(request, text, messages.WARNING)
 
 
 @admin.register(DeadLetterJob)
@@ -813,20 +875,52 @@ class QueueAdmin(SchedulerModelAdmin):
     def save_model(self, request: HttpRequest, obj: Queue, form: Any, change: bool) -> None:
         (queues.pause if obj.paused else queues.resume)(obj.name)
         obj.refresh_from_db()
+        # Said by `message_user` in place of Django's "The queue “emails (paused)” was
+        # changed successfully", which names the queue by its state as well.
+        request._queue_saved = _queues_set([obj.name], paused=obj.paused)  # type: ignore[attr-defined]
+
+    def message_user(self, request: HttpRequest, message: Any, *args: Any, **kwargs: Any) -> None:
+        message = getattr(request, "_queue_saved", None) or message
+        request._queue_saved = None  # type: ignore[attr-defined]
+        super().message_user(request, message, *args, **kwargs)
+
+    def _set_selected(self, request: HttpRequest, queryset: QuerySet[Queue], paused: bool) -> None:
+        """Pause or resume the selected queues, named as the console names them. A ticked
+        name that is no queue of this list (typed by hand, or kept from another page) is
+        named in a warning: it read "Paused ." as if something had been done."""
+        names = list(queryset.values_list("name", flat=True))
+        for name in names:
+            (queues.pause if paused else queues.resume)(name)
+        if names:
+            self.message_user(request, _queues_set(names, paused=paused), messages.SUCCESS)
+        verb = "paused" if paused else "resumed"
+        if request.POST.get("select_across") == "1":
+            if not names:
+                text = f"No queue matches any more: none was {verb}."
+                self.message_user(request, text, messages.WARNING)
+            return
+        ticked = dict.fromkeys(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
+        if missing := [name for name in ticked if name not in names]:
+            which = "No queue" if len(missing) == 1 else "No queues"
+            text = f"{which} {', '.join(missing)} in this list: not {verb}."
+            self.message_user(request, text, messages.WARNING)
 
     @admin.action(description="Pause selected", permissions=["change"])
     def pause_selected(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
-        names = list(queryset.values_list("name", flat=True))
-        for name in names:
-            queues.pause(name)
-        self.message_user(request, f"Paused {', '.join(names)}.", messages.SUCCESS)
+        self._set_selected(request, queryset, paused=True)
 
     @admin.action(description="Resume selected", permissions=["change"])
     def resume_selected(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
-        names = list(queryset.values_list("name", flat=True))
-        for name in names:
-            queues.resume(name)
-        self.message_user(request, f"Resumed {', '.join(names)}.", messages.SUCCESS)
+        self._set_selected(request, queryset, paused=False)
+
+
+def _queues_set(names: list[str], *, paused: bool) -> str:
+    """What pausing or resuming `names` did, in the console's words ("Queue emails paused:
+    its jobs stay pending.")."""
+    queue = f"Queue {names[0]}" if len(names) == 1 else f"Queues {', '.join(names)}"
+    if not paused:
+        return f"{queue} resumed."
+    return f"{queue} paused: {'its' if len(names) == 1 else 'their'} jobs stay pending."
 
 
 class LimitForm(forms.ModelForm):

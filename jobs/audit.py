@@ -107,7 +107,11 @@ def record(
     after: Any = None,
     count: int = 1,
 ) -> AuditEntry | None:
-    """Record `action` as the current actor's; nothing when no one is acting."""
+    """Record `action` as the current actor's; nothing when no one is acting, nor when the
+    action changed nothing (`before` given and equal to `after`): a repeated pause or
+    resume, of a queue or a schedule, answers as the first did but is not logged again."""
+    if before is not None and before == after:
+        return None
     actor = actor_fields()
     if actor is None:
         return None

@@ -887,8 +887,8 @@ def pause_schedule(schedule_id: uuid.UUID) -> None:
     with transaction.atomic():
         schedule = _locked_schedule(schedule_id)
         fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": True})
-        _cancel_schedule_runs(schedule_id, "Schedule paused.")
-        _audit_schedule("schedule_pause", schedule_id, schedule, paused=True)
+        cancelled = _cancel_schedule_runs(schedule_id, "Schedule paused.")
+        _audit_schedule("schedule_pause", schedule_id, schedule, paused=True, runs=cancelled)
 
 
 def resume_schedule(schedule_id: uuid.UUID) -> None:
@@ -898,8 +898,10 @@ def resume_schedule(schedule_id: uuid.UUID) -> None:
     with transaction.atomic():
         schedule = _locked_schedule(schedule_id)
         fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": False})
-        _create_schedule_runs(schedule_id, schedule["cron"], schedule["timezone"], timezone.now())
-        _audit_schedule("schedule_resume", schedule_id, schedule, paused=False)
+        created = _create_schedule_runs(
+            schedule_id, schedule["cron"], schedule["timezone"], timezone.now()
+        )
+        _audit_schedule("schedule_resume", schedule_id, schedule, paused=False, runs=created)
 
 
 def delete_schedule(schedule_id: uuid.UUID) -> None:
@@ -922,25 +924,37 @@ def _locked_schedule(schedule_id: uuid.UUID) -> dict[str, Any]:
 
 
 def _audit_schedule(
-    action: str, schedule_id: uuid.UUID, schedule: Mapping[str, Any], *, paused: bool | None
+    action: str,
+    schedule_id: uuid.UUID,
+    schedule: Mapping[str, Any],
+    *,
+    paused: bool | None,
+    runs: Sequence[JobObject] = (),
 ) -> None:
     """`paused`: what a pause or resume made of it; None: it was deleted, so the entry keeps
-    the whole schedule it was."""
+    the whole schedule it was. `runs`: the runs the pause cancelled or the resume created,
+    named in the entry: a resume of a running schedule whose series had stopped started it
+    again, and is no repeat of the state it found (which records nothing)."""
+    after: dict[str, Any] | None = None if paused is None else {"paused": paused}
+    if after is not None and runs:
+        after["runs"] = [run["id"] for run in runs]
     audit.record(
         action,
         target=f"schedule {schedule_id}",
         summary=f"Schedule {schedule['type']} {schedule['cron']} ({schedule['timezone']})",
         before=dict(schedule) if paused is None else {"paused": schedule["paused"]},
-        after=None if paused is None else {"paused": paused},
+        after=after,
     )
 
 
-def _cancel_schedule_runs(schedule_id: uuid.UUID, reason: str) -> None:
+def _cancel_schedule_runs(schedule_id: uuid.UUID, reason: str) -> list[JobObject]:
+    """Cancel the schedule's waiting run (and what waits on it); the runs cancelled."""
     rows = fetch("cancel_schedule_runs", {"schedule_id": schedule_id, "reason": reason})
     runs = _job_objects(rows)
     # As any cancel: a job waiting on a cancelled run would otherwise wait for ever.
     dependents = _cancel_dependents([uuid.UUID(j["id"]) for j in runs], "was cancelled")
     notifier.emit_after_commit([("job.cancelled", j) for j in [*runs, *dependents]])
+    return runs
 
 
 def retry_from_dlq(job_id: uuid.UUID) -> JobObject:

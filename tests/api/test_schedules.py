@@ -102,13 +102,13 @@ def test_pause_cancels_the_waiting_run_and_resume_creates_the_next(operator_clie
     # Resuming again adds nothing: the schedule has its waiting run.
     operator_client.post(f"{schedule}/resume")
     assert Job.objects.filter(schedule_id=run["schedule_id"], status="pending").count() == 1
-    # Each is an operator's action in the audit log, as a queue's pause is.
+    # Each is an operator's action in the audit log, as a queue's pause is, naming the runs
+    # it cancelled or created; the resume that changed nothing is not.
     entries = AuditEntry.objects.order_by("at", "id")
     assert [(e.action, e.before, e.after) for e in entries] == [
         ("create", None, entries[0].after),
-        ("schedule_pause", {"paused": False}, {"paused": True}),
-        ("schedule_resume", {"paused": True}, {"paused": False}),
-        ("schedule_resume", {"paused": False}, {"paused": False}),
+        ("schedule_pause", {"paused": False}, {"paused": True, "runs": [run["id"]]}),
+        ("schedule_resume", {"paused": True}, {"paused": False, "runs": [new_run["id"]]}),
     ]
     assert entries[1].target == f"schedule {run['schedule_id']}"
 

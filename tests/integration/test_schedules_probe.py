@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import state
-from jobs.models import Job
+from jobs.models import AuditEntry, Job
 from jobs.recurrence import cron_errors
 from tests.attempts import fail_attempt
 from tests.console.helpers import login
@@ -84,6 +84,13 @@ def test_a_schedule_whose_dead_letter_was_purged_lists_no_next_runs_until_resume
     assert waiting["status"] == "pending"
     assert resumed["next_runs"][0] == waiting["scheduled_at"]
     assert uuid.UUID(resumed["current_run_id"]) != uuid.UUID(first["id"])
+    # A resume of a schedule that was not paused, which did something: it is in the audit
+    # log, naming the run it created (a resume that changes nothing is not).
+    (entry,) = AuditEntry.objects.filter(action="schedule_resume")
+    assert (entry.before, entry.after) == (
+        {"paused": False},
+        {"paused": False, "runs": [resumed["current_run_id"]]},
+    )
 
 
 @pytest.mark.django_db
