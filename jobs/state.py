@@ -308,9 +308,17 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     """
     now = timezone.now()
     errors = {**_validate(spec, now), **_key_errors(key)}
-    if errors:
+    # A `scheduled_at` that was ahead at the first request may have passed by its replay:
+    # the key decides first (as a batch's does), and refuses it only for a new request.
+    if errors and errors != {"scheduled_at": [NOT_IN_THE_FUTURE]}:
         raise JobValidationError(errors)
-    (job,), created = _under_key(key, _fingerprint(_request(spec)), lambda: [_enqueue(spec, now)])
+
+    def create() -> list[JobObject]:
+        if errors:
+            raise JobValidationError(errors)
+        return [_enqueue(spec, now)]
+
+    (job,), created = _under_key(key, *_fingerprints(partial(_request, spec)), create)
     return job, created
 
 
@@ -324,9 +332,9 @@ def enqueue_many_once(
         raise JobValidationError(errors)
     specs = list(specs)
     # An item that is not a JobSpec is left for enqueue_many to refuse in its own words.
-    fingerprint = _fingerprint([_request(spec) for spec in specs])
+    fingerprints = _fingerprints(lambda as_given: [_request(spec, as_given) for spec in specs])
     return _under_key(
-        key, fingerprint, partial(enqueue_many, specs, batch_size=batch_size), batch=True
+        key, *fingerprints, partial(enqueue_many, specs, batch_size=batch_size), batch=True
     )
 
 
@@ -341,9 +349,15 @@ def _key_errors(key: object) -> dict[str, list[str]]:
 
 
 def _under_key(
-    key: str, fingerprint: str, create: Callable[[], list[JobObject]], *, batch: bool = False
+    key: str,
+    fingerprint: str,
+    as_given: str,
+    create: Callable[[], list[JobObject]],
+    *,
+    batch: bool = False,
 ) -> tuple[list[JobObject], bool]:
-    """The jobs `create` makes, once per `key` within the idempotency window."""
+    """The jobs `create` makes, once per `key` within the idempotency window. A key holds
+    `fingerprint`; one written before upstream jobs were a set may hold `as_given`."""
     with transaction.atomic():
         params = {
             "key": key,
@@ -354,7 +368,7 @@ def _under_key(
             # The holder's row is locked by the statement above: it stays until we commit.
             (holder,) = fetch("idempotency_key_holder", {"key": key})
             held = holder["job_ids"] or [holder["job_id"]]
-            if holder["fingerprint"] != fingerprint:
+            if holder["fingerprint"] not in (fingerprint, as_given):
                 raise IdempotencyKeyReused(key, held[0] if held else None)
             return _job_objects(fetch("job_objects", {"job_ids": held})), False
         created = create()
@@ -372,13 +386,40 @@ def _under_key(
     return created, True
 
 
-def _request(spec: object) -> object:
+def _request(spec: object, as_given: bool = False) -> object:
     """What the fingerprint of a request to create `spec` is taken of: its fields, with the
-    default number of attempts written out (given or left out, the same job); an item that
-    is no JobSpec as it is."""
+    default number of attempts written out (given or left out, the same job) and its
+    upstream jobs as a set (`_upstream_set`; `as_given`: as they came, which is what keys
+    written before that hold); an item that is no JobSpec as it is."""
     if not isinstance(spec, JobSpec):
         return spec
-    return asdict(replace(spec, max_retries=_max_retries(spec)))
+    request = asdict(replace(spec, max_retries=_max_retries(spec)))
+    if not as_given:
+        request["depends_on"] = _upstream_set(spec.depends_on)
+    return request
+
+
+def _upstream_set(depends_on: Any) -> Any:
+    """The upstream jobs of a request as a set, in a canonical form: the same jobs in any
+    order, letter case, repeated, or one alone or in a list, wait on the same jobs. One id
+    is its string, several their sorted list: the form keys written before held for such a
+    request. A value that is no job id, or no list of them, stays as it is."""
+    if depends_on is None:
+        return None
+    try:
+        ids = sorted({str(one) for one in _upstream_ids(depends_on)})
+    except (TypeError, ValueError, AttributeError):
+        return depends_on
+    return ids[0] if len(ids) == 1 else ids
+
+
+def _fingerprints(request: Callable[[bool], object]) -> tuple[str, str]:
+    """The fingerprint of `request(False)`, and that of `request(True)`, the request with
+    its upstream jobs as given: what a key written before they were a set holds
+    (`_under_key` takes either)."""
+    canonical, as_given = request(False), request(True)
+    fingerprint = _fingerprint(canonical)
+    return fingerprint, fingerprint if as_given == canonical else _fingerprint(as_given)
 
 
 def _fingerprint(request: object) -> str:

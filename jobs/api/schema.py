@@ -221,8 +221,11 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     OpenApiParameter.HEADER,
     description="Printable ASCII, no space at either end. A repeat of the same request "
     f"under this key within {settings.SCHEDULER_IDEMPOTENCY_WINDOW:g} s answers 200 with the "
-    "job (of a batch: the jobs) the first one created (also when both race); the key with a "
-    "different body is a 409 `idempotency_key_reused`.",
+    "job (of a batch: the jobs) the first one created (also when both race), with "
+    "`Idempotent-Replayed: true`; the key with a different body is a 409 "
+    "`idempotency_key_reused`. The same request is the same body, however its instants are "
+    "written, its upstream jobs (`depends_on`) in any order, and a `scheduled_at` that has "
+    "passed since is no 400 on its repeat.",
 )
 
 IDEMPOTENCY_CONFLICT = OpenApiResponse(
@@ -241,6 +244,21 @@ IDEMPOTENCY_CONFLICT = OpenApiResponse(
             ),
         )
     ],
+)
+
+# What a replayed answer says, as Stripe's do: a client tells its retry's answer from a new
+# job's without comparing ids (a 200 is only ever a replay, but a header survives a proxy
+# or a client library that folds 200 and 201 together).
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+IDEMPOTENT_REPLAYED = OpenApiParameter(
+    REPLAYED_HEADER,
+    {"type": "string", "enum": ["true"]},
+    OpenApiParameter.HEADER,
+    description="On a replay only: this answer is the first request's under the same "
+    "`Idempotency-Key` (its job, as it is now), and nothing was created.",
+    required=True,
+    response=[200],
 )
 
 JOB_LOCATION = OpenApiParameter(
@@ -376,7 +394,9 @@ def job_create_body(
     }
     schemas["JobBatchItemRequest"] = {
         "oneOf": _job_branches(batch_fields),
-        "description": "A new job of a batch: as for POST /jobs, but without `depends_on`.",
+        "description": "A new job of a batch: as for POST /jobs, but without `depends_on`, "
+        "`cron` or `timezone` (refused, naming POST /jobs, where a dependent job or a "
+        "schedule is created).",
     }
     # drf-spectacular states neither `allow_empty=False` nor `max_length` of a list of
     # serializers.

@@ -87,17 +87,18 @@ class DependsOnField(serializers.Field):
 
 
 class RefusesUnknownFields(serializers.Serializer):
-    """A body field this serializer does not know is a validation error, not ignored."""
+    """A body field this serializer does not know is a validation error, not ignored; one
+    of `not_taken` (a field the API has, but not here) is refused in its own words."""
+
+    not_taken: dict[str, str] = {}
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
+                allowed = f"Unknown field. Allowed: {', '.join(self.fields)}."
                 raise serializers.ValidationError(
-                    {
-                        name: [f"Unknown field. Allowed: {', '.join(self.fields)}."]
-                        for name in unknown
-                    }
+                    {name: [self.not_taken.get(name, allowed)] for name in unknown}
                 )
         return super().to_internal_value(data)
 
@@ -168,6 +169,16 @@ class JobBatchItemSerializer(JobCreateSerializer):
     depends_on = None  # type: ignore[assignment]  # DRF's way to leave out a parent's field
     cron = None  # type: ignore[assignment]  # a schedule comes alone too
     timezone = None  # type: ignore[assignment]
+
+    # Sent anyway (null too: the body has no such field), each is refused naming the route
+    # that takes it; "Unknown field" read as if the API had none.
+    not_taken = {
+        "depends_on": "depends_on is not taken in a batch: create the job with POST /api/v1/jobs.",
+        **{
+            name: f"{name} is not taken in a batch: create the schedule with POST /api/v1/jobs."
+            for name in ("cron", "timezone")
+        },
+    }
 
 
 class JobBatchCreateSerializer(RefusesUnknownFields):

@@ -46,9 +46,11 @@ from .probes import database_status, redis_status
 from .schema import (
     IDEMPOTENCY_CONFLICT,
     IDEMPOTENCY_KEY_PARAMETER,
+    IDEMPOTENT_REPLAYED,
     JOB_ID_PARAMETER,
     JOB_LOCATION,
     READ_ERRORS,
+    REPLAYED_HEADER,
     WRITE_ERRORS,
     declared_query_parameters,
     error_responses,
@@ -85,6 +87,14 @@ def parse_job_id(raw: str) -> uuid.UUID:
         return uuid.UUID(raw)
     except ValueError:
         raise state.JobValidationError({"id": [f"{raw!r} is not a valid UUID."]}) from None
+
+
+def created_or_replayed(created: bool, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """The status and headers of a creation's answer: 201, or 200 saying it is a replay of
+    the first request under its `Idempotency-Key`."""
+    if created:
+        return {"status": status.HTTP_201_CREATED, "headers": headers}
+    return {"status": status.HTTP_200_OK, "headers": {**(headers or {}), REPLAYED_HEADER: "true"}}
 
 
 def refuse(errors: dict[str, list[str]]) -> None:
@@ -141,7 +151,7 @@ class JobListView(ApiView):
         tags=JOBS_TAG,
         summary="Submit a job",
         request=JobCreateSerializer,
-        parameters=[IDEMPOTENCY_KEY_PARAMETER, JOB_LOCATION],
+        parameters=[IDEMPOTENCY_KEY_PARAMETER, JOB_LOCATION, IDEMPOTENT_REPLAYED],
         responses={
             201: JobSerializer,
             200: OpenApiResponse(
@@ -162,8 +172,7 @@ class JobListView(ApiView):
         else:
             job, created = state.enqueue_once(key, state.JobSpec(**serializer.validated_data))
         location = reverse("api-job-detail", kwargs={"job_id": job["id"]}, request=request)
-        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response(job, status=code, headers={"Location": location})
+        return Response(job, **created_or_replayed(created, {"Location": location}))
 
 
 class JobBatchView(ApiView):
@@ -176,7 +185,7 @@ class JobBatchView(ApiView):
         "Errors name the job by its index: `jobs.3.priority`. The body limit "
         "(`API_MAX_BODY_BYTES`) applies to the whole batch.",
         request=JobBatchCreateSerializer,
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        parameters=[IDEMPOTENCY_KEY_PARAMETER, IDEMPOTENT_REPLAYED],
         responses={
             201: JobBatchSerializer,
             200: OpenApiResponse(
@@ -207,8 +216,7 @@ class JobBatchView(ApiView):
                     for field, messages in error.details.items()
                 }
             ) from None
-        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response({"jobs": jobs}, status=code)
+        return Response({"jobs": jobs}, **created_or_replayed(created))
 
 
 class JobStatsView(ApiView):

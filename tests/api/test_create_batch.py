@@ -72,7 +72,7 @@ def test_domain_rules_name_the_job_and_field(operator_client):
         ({"jobs": []}, "jobs", "empty"),
         ({"jobs": [noop()] * (MAX_BATCH + 1)}, "jobs", f"no more than {MAX_BATCH}"),
         ({"jobs": [noop()], "queue": "x"}, "queue", "Unknown field"),
-        ({"jobs": [noop(depends_on=None)]}, "jobs.0.depends_on", "Unknown field"),
+        ({"jobs": [noop(depends_on=None)]}, "jobs.0.depends_on", "not taken in a batch"),
         ({"jobs": [noop(), "noop"]}, "jobs.1", "Expected a dictionary"),
         ({"jobs": {"type": "noop"}}, "jobs", "list"),
     ],
