@@ -11,9 +11,10 @@ request replayed) from a new one; signed with the rest, it cannot be changed to 
 Dispatch runs in every process that commits transitions (API, console, worker), after each
 commit, as a subscriber of `jobs.notifier` (`dispatch_batch`). Each process keeps
 the list of active webhooks for `WEBHOOK_CACHE_SECONDS`, so with no webhook an event costs no
-query at all; when a webhook matches, one query confirms it still exists before anything is
-enqueued, so a deleted webhook stops at once everywhere and a new one starts within the
-cache interval. Events about delivery jobs themselves (marked by the `X-Scheduler-Webhook`
+query at all; when a webhook matches, one query confirms it is still active and reads it as
+it is now (URL, secret, events) before anything is enqueued, so a deleted webhook stops at
+once everywhere, a changed one is sent as changed, and a new one starts within the cache
+interval. Events about delivery jobs themselves (marked by the `X-Scheduler-Webhook`
 header in their payload) are never delivered, so deliveries cannot loop. A delivery already
 enqueued checks again when it runs (`withdrawn`): one waiting for its turn, for a retry or
 in the DLQ when its webhook is deleted or disabled is never sent.
@@ -307,12 +308,19 @@ def _dispatch(events: Sequence[Event]) -> int:
             wanted.extend(_Wanted(target, event_id, event_type, data) for target in matching)
     if not wanted:
         return 0
-    still_active = set(
-        Webhook.objects.filter(id__in={w.target.id for w in wanted}, is_active=True).values_list(
-            "id", flat=True
-        )
-    )
-    sending = [w for w in wanted if w.target.id in still_active]
+    # The webhooks as they are now, not as this process last read them: a URL moved or a
+    # secret rotated elsewhere (the admin in another process) holds from the next event on.
+    current = {
+        hook_id: _Target(hook_id, url, secret, frozenset(event_types))
+        for hook_id, url, secret, event_types in Webhook.objects.filter(
+            id__in={w.target.id for w in wanted}, is_active=True
+        ).values_list("id", "url", "secret", "event_types")
+    }
+    sending = [
+        w._replace(target=current[w.target.id])
+        for w in wanted
+        if w.target.id in current and w.event_type in current[w.target.id].event_types
+    ]
     specs = [
         delivery_spec(
             w.target.id, w.target.url, w.target.secret, w.event_type, w.data, event_id=w.event_id
