@@ -38,10 +38,29 @@ from typing_extensions import ParamSpec
 
 from . import queue_names, state
 from .models import Job, JobAttempt, JobStatus
-from .registry import JobContext, UnknownJobType, registry, type_name_errors
+from .registry import JobCancelled, JobContext, UnknownJobType, registry, type_name_errors
 
 T = TypeVar("T")
 P = ParamSpec("P")
+
+
+class WorkerLost(Exception):
+    """What a task's attempt failed with when its worker stopped reporting while it ran
+    (killed, crashed, cut off): never raised, the class a task's `errors` name for such an
+    attempt (`jobs.state.rescue_lost`)."""
+
+
+# What an attempt records for a failure no code raised (so no traceback names its module),
+# and the class Django's `TaskError.exception_class_path` names for it. The worker's classes
+# are named, not imported: the core imports nothing of the worker.
+RECORDED_WITHOUT_TRACE = {
+    "HandlerTimeout": "worker.outcome.HandlerTimeout",
+    "TransactionLeftOpen": "worker.outcome.TransactionLeftOpen",
+    "OutcomeNotRecorded": "worker.completer.OutcomeNotRecorded",
+    "WorkerLost": f"{__name__}.{WorkerLost.__qualname__}",
+    # A cancel while it ran (or before it started, in its worker's hands).
+    "Cancelled": f"{JobCancelled.__module__}.{JobCancelled.__qualname__}",
+}
 
 TASK_PAYLOAD_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -265,17 +284,26 @@ def _dead_at(job: Job, attempts: list[JobAttempt]) -> datetime | None:
 
 
 def _error(attempt: JobAttempt) -> TaskError:
+    recorded, trace = attempt.error_type or "", attempt.stack_trace or ""
+    if not trace and recorded in RECORDED_WITHOUT_TRACE:
+        # Raised by no code (a timeout, a lost worker, a cancel): no frames to show, only
+        # what happened, in the words recorded ("handler ran over its 30 s").
+        return TaskError(
+            exception_class_path=RECORDED_WITHOUT_TRACE[recorded],
+            traceback=attempt.error_message or "",
+        )
     return TaskError(
-        exception_class_path=_class_path(attempt.error_type or "", attempt.stack_trace or ""),
-        traceback=attempt.stack_trace or f"{attempt.error_type}: {attempt.error_message}",
+        exception_class_path=_class_path(recorded, trace),
+        traceback=trace or f"{recorded}: {attempt.error_message}",
     )
 
 
 def _class_path(qualname: str, trace: str) -> str:
     """`module.QualName` of the exception, as Django records it. The attempt keeps the
     class's qualified name; Python's traceback prints the module before it on the last
-    line naming it (except for builtins). A failure raised by no code (a lost worker, a
-    timeout) has no trace: its recorded type is all there is."""
+    line naming it (except for builtins). The failures no code raised are named by
+    `RECORDED_WITHOUT_TRACE`; for any other without a trace, its recorded name is all
+    there is."""
     pattern = re.compile(rf"^(?:([\w.]+)\.)?{re.escape(qualname)}(?::|$)")
     for line in reversed(trace.splitlines()):
         if match := pattern.match(line):
