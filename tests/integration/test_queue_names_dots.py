@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import CommandError
+from django.utils import timezone
 
 from jobs import queue_names, queues, state
 from jobs.models import Job, Limit, Queue
@@ -103,3 +104,17 @@ def test_the_console_new_job_form_refuses_a_queue_named_only_with_dots(operator)
     body = text(response)
     assert "A queue name is" in body[body.index('id="field-queue"') :].split('<div class="field')[0]
     assert not Job.objects.exists()
+
+
+def test_a_limit_stored_on_such_a_name_before_the_rule_can_still_be_removed(superuser_client):
+    # Migration 0054 rewrote no row: a limit on ".." set before it stays in force. The admin
+    # removes it through `queues.remove_limit`, which refused the name: a 500.
+    stored = Limit.objects.create(
+        scope="queue", name="..", max_running=1, updated_at=timezone.now()
+    )
+    response = superuser_client.post(f"/admin/jobs/limit/{stored.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert not Limit.objects.exists()
+    # A name of dots alone that names no stored limit is refused as before.
+    with pytest.raises(state.JobValidationError):
+        queues.remove_limit("queue", "..")
