@@ -923,6 +923,10 @@ def test_a_live_feed_line_reveals_bidi_controls_as_the_server_does(page: Page) -
     assert line.locator(".feed-job").text_content() == reveal_bidi(mirrored)
     shown_error = line.locator(".feed-detail").text_content()
     assert shown_error == "job.dlq_entry · " + reveal_bidi(near_controls)
-    # The server's line of it, on a new page, reads the same.
+    # The server's line of it, on a new page or read by a catch-up, reads the same: it cut
+    # the error at 80 characters where the live line kept it whole (the stylesheet cuts
+    # both to the line's width), so a catch-up before the event showed another text.
     page.reload()
     assert page.locator("#log-feed .feed-job").first.text_content() == reveal_bidi(mirrored)
+    server_line = page.locator('#log-feed .feed-line[data-event="job.dlq_entry"]')
+    assert server_line.locator(".feed-detail").text_content() == shown_error
