@@ -21,6 +21,13 @@ from .conftest import job_status, wait_for
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
+def handler_is_running(job_id: str) -> bool:
+    """The `wait_for_cancel` handler has started: its first line is in the job's log. A
+    job's status says `processing` from its claim, before a thread takes it; a cancel in
+    between is one "before it started" (tests/integration/test_worker_attempt_history.py)."""
+    return JobLog.objects.filter(job_id=job_id, message="waiting for cancellation").exists()
+
+
 def attempts_of(job_id: str) -> list[JobAttempt]:
     return list(JobAttempt.objects.filter(job_id=job_id).order_by("attempt_number"))
 
@@ -131,7 +138,7 @@ def test_cancel_of_a_running_job_reaches_its_handler_and_frees_the_slot(start_wo
     cancelled = state.enqueue("wait_for_cancel", {"seconds": 30}, priority=1)
     next_job = state.enqueue("noop", {}, priority=3)
     worker = start_worker("--concurrency", "1")
-    wait_for(lambda: job_status(cancelled["id"]) == "processing", timeout=60)
+    wait_for(lambda: handler_is_running(cancelled["id"]), timeout=60)
 
     state.cancel(cancelled["id"])
 
@@ -163,7 +170,7 @@ def test_a_cancel_found_by_the_claim_watch_is_told_as_the_notified_one(test_hand
         return [record.getMessage() for record in caplog.records]
 
     def operator() -> None:
-        wait_for(lambda: job_status(cancelled["id"]) == "processing", timeout=60)
+        wait_for(lambda: handler_is_running(cancelled["id"]), timeout=60)
         state.cancel(uuid.UUID(cancelled["id"]))
         try:
             wait_for(lambda: any("cancelled while" in line for line in lines()), timeout=30)
