@@ -8,14 +8,16 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import audit, events, stats, webhooks  # noqa: F401 (audit: its signals)
+        from . import audit, events, stats, tasks_backend, webhooks  # noqa: F401 (audit: its signals)
         from .notifier import notifier
 
         # Every installed app's handlers.py registers its job types (the worker's built-in
         # ones included): creating a job validates its payload against them.
         autodiscover_modules("handlers")
         # After each committed transition, in this order: live updates first, then the
-        # counters, then webhook deliveries (which are jobs, and so transitions themselves).
+        # counters, then webhook deliveries (which are jobs, and so transitions themselves),
+        # then Django's task_finished for the tasks it finished (sent on a thread of their own).
         notifier.subscribe(events.publish_batch)
         notifier.subscribe(stats.count_batch)
         notifier.subscribe(webhooks.dispatch_batch)
+        notifier.subscribe(tasks_backend.finished_batch)

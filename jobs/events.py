@@ -6,13 +6,13 @@ is back. After a failed publish the bus stays quiet for `RETRY_AFTER_SECONDS` so
 dead Redis does not cost every transition a connect timeout.
 
 A committed transition does not wait for Redis either: `publish_batch` hands its events to
-the process's one `BackgroundPublisher` thread, which drains everything queued since its
-last command and publishes it with one command, in the order it was committed. Woken by the
-first event, it waits `LINGER_SECONDS` for what commits meanwhile to join: so single
-enqueues one after another cost Redis one command per 5 ms, not one per job (one per job
-was a quarter of an enqueue's time, in the thread's Python and Redis's CPU). The queue is
-bounded (a stalled Redis drops the overflow with a warning rather than grow without end or
-block the caller), and it is flushed at process exit (`flush()`, also for tests).
+the process's one `BackgroundPublisher` thread (a `jobs.handoff.Handoff`), which drains
+everything queued since its last command and publishes it with one command, in the order it
+was committed. Woken by the first event, it waits `LINGER_SECONDS` for what commits
+meanwhile to join: so single enqueues one after another cost Redis one command per 5 ms,
+not one per job (one per job was a quarter of an enqueue's time, in the thread's Python and
+Redis's CPU). The queue is bounded, and it is flushed at process exit (`flush()`, also for
+tests).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import logging
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
 from django.conf import settings
 
+from .handoff import Handoff
 from .notifier import Batch
 from .reconnect import Backoff
 from .representation import EncodedJob
@@ -142,80 +142,20 @@ def get_event_bus() -> RedisEventBus:
         return _bus
 
 
-class BackgroundPublisher:
+class BackgroundPublisher(Handoff[tuple[str, dict[str, Any]]]):
     """The thread that publishes this process's events, many per Redis command, in order."""
 
+    THREAD_NAME = "event-publisher"
     MAX_QUEUED = 100_000  # events; beyond this, new ones are dropped (Redis stalled)
-    MAX_PER_COMMAND = 1_000
+    MAX_PER_DELIVERY = 1_000
     # How long the first event of a command waits for others: live updates come that much
     # later, and a busy process publishes at most 200 commands a second.
     LINGER_SECONDS = 0.005
+    WHAT = "events"
 
-    def __init__(self) -> None:
-        self._ready = threading.Condition()
-        self._queue: deque[tuple[str, dict[str, Any]]] = deque()
-        self._in_flight = 0
-        self._dropped = 0
-        self._thread: threading.Thread | None = None
-
-    def submit(self, events: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Queue `events` for publication; never blocks on Redis, never raises."""
-        if not events:
-            return
-        with self._ready:
-            if self._thread is None:
-                self._start()
-            if len(self._queue) + len(events) > self.MAX_QUEUED:
-                self._dropped += len(events)
-                return
-            first = not self._queue
-            self._queue.extend(events)
-            if first:
-                # Later ones join it while the thread lingers: no wake-up per event.
-                self._ready.notify_all()
-
-    def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until everything queued so far was published (or dropped); False on timeout."""
-        deadline = time.monotonic() + timeout
-        with self._ready:
-            while self._queue or self._in_flight:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._thread is None or not self._thread.is_alive():
-                    return False
-                self._ready.wait(remaining)
-        return True
-
-    def forget_parent(self) -> None:
-        """In a forked child: the parent's thread, queue and lock are not ours to use."""
-        self.__init__()  # type: ignore[misc]
-
-    def _start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="event-publisher", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            with self._ready:
-                while not self._queue:
-                    self._ready.wait()
-                full = len(self._queue) >= self.MAX_PER_COMMAND
-            if not full:
-                time.sleep(self.LINGER_SECONDS)
-            with self._ready:
-                count = min(len(self._queue), self.MAX_PER_COMMAND)
-                events = [self._queue.popleft() for _ in range(count)]
-                self._in_flight = count
-                dropped, self._dropped = self._dropped, 0
-            if dropped:
-                logger.warning("event queue full: %d events dropped", dropped)
-            try:
-                get_event_bus().publish_many(events)
-            except Exception:
-                # The bus logs Redis errors itself; nothing else may stop the thread.
-                logger.exception("event publisher failed on %d events", count)
-            with self._ready:
-                self._in_flight = 0
-                self._ready.notify_all()
+    def deliver(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        # The bus logs Redis errors itself, and never raises for them.
+        get_event_bus().publish_many(items)
 
 
 background_publisher = BackgroundPublisher()

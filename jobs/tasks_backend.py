@@ -15,30 +15,43 @@ through), so `get_result()` gives back the task as it was enqueued. The job's co
 what the scheduler acts on (`job_fields`): its priority band, its scheduled time and its
 queue (`queue_name`).
 
-The worker sends Django's `task_started` before each attempt and `task_finished` once the
-task is finished, as Django's own workers do (`run_task`).
+Django's signals: the worker sends `task_started` before each attempt (`run_task`), and
+`task_finished` goes out once the task's outcome is committed (`finished_batch`), so that a
+receiver reading the result sees it final, as with Django's own backends.
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
+import os
 import re
 import uuid
+from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 from importlib import import_module
 from typing import Any, TypeVar
 
+from django.conf import settings
+from django.db import close_old_connections
+from django.db.models import QuerySet
 from django.utils import timezone
 from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
 from django_tasks.backends.base import BaseTaskBackend
 from django_tasks.base import Task, TaskError
 from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
 from django_tasks.signals import task_enqueued, task_finished, task_started
-from django_tasks.utils import get_exception_traceback, get_module_path, normalize_json
+from django_tasks.utils import normalize_json
 from typing_extensions import ParamSpec
 
 from . import queue_names, state
+from .handoff import Handoff
 from .models import Job, JobAttempt, JobStatus
+from .notifier import Batch
 from .registry import JobCancelled, JobContext, UnknownJobType, registry, type_name_errors
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -245,9 +258,11 @@ def _as_enqueued(job: Job, backend: str) -> Task[Any, Any]:
     )
 
 
-def _result(job: Job, backend: str) -> TaskResult[Any]:
-    """The job as Django's result of its task, enqueued through the alias `backend`."""
-    attempts = list(JobAttempt.objects.filter(job=job).order_by("attempt_number", "started_at"))
+def _result(job: Job, backend: str, attempts: list[JobAttempt] | None = None) -> TaskResult[Any]:
+    """The job as Django's result of its task, enqueued through the alias `backend`;
+    `attempts`, the job's attempts in order, when the caller read them already."""
+    if attempts is None:
+        attempts = list(_attempts().filter(job=job))
     result: TaskResult[Any] = TaskResult(
         task=_as_enqueued(job, backend),
         id=str(job.id),
@@ -265,6 +280,10 @@ def _result(job: Job, backend: str) -> TaskResult[Any]:
     if job.status == JobStatus.COMPLETED:
         object.__setattr__(result, "_return_value", job.result)
     return result
+
+
+def _attempts() -> QuerySet[JobAttempt]:
+    return JobAttempt.objects.order_by("attempt_number", "started_at")
 
 
 def _status(job: Job) -> TaskResultStatus:
@@ -312,51 +331,105 @@ def _class_path(qualname: str, trace: str) -> str:
 
 
 def run_task(job: JobContext) -> Any:
-    """The handler of every task's job type: call the task named by the job's type.
-
-    Around the call, Django's signals as its own workers send them: `task_started` before
-    each attempt, `task_finished` once the task is finished, with its result: it succeeded,
-    or its last attempt failed. An attempt that fails with one left makes the task READY
-    again, not finished (Django's status for a task "ready to be executed again"). Sent by
-    the thread that ran the task, when it returns, before the worker records the outcome. A
-    `task_started` receiver that raises fails the attempt before the task runs, as it stops
-    Django's own backends."""
+    """The handler of every task's job type: call the task named by the job's type, after
+    sending Django's `task_started`, as its own workers do before each attempt. A receiver
+    that raises fails the attempt before the task runs, as it stops Django's own backends.
+    `task_finished` is not this thread's: it goes out once the worker has recorded the
+    outcome (`finished_batch`)."""
     task = _task_at(job.type)
     args, kwargs = job.payload.get("args", []), job.payload.get("kwargs", {})
     backend = job.payload.get("backend", task.backend)
-    sender = type(task_backends[backend])
-    row = Job.objects.get(id=job.id)
-    result = _result(row, backend)
-    task_started.send(sender, task_result=result)
+    result = _result(Job.objects.get(id=job.id), backend)
+    task_started.send(type(task_backends[backend]), task_result=result)
     context = [TaskContext(task_result=result)] if task.takes_context else []
-    try:
-        # As Django's backends: a tuple is returned as a list, anything else not JSON fails.
-        value = normalize_json(task.call(*context, *args, **kwargs))
-    except BaseException as error:
-        if job.attempt_number >= row.max_retries:
-            error_of = TaskError(
-                exception_class_path=get_module_path(type(error)),
-                traceback=get_exception_traceback(error),
-            )
-            result.errors.append(error_of)
-            _finished(job, sender, result, TaskResultStatus.FAILED)
-        raise
-    object.__setattr__(result, "_return_value", value)
-    _finished(job, sender, result, TaskResultStatus.SUCCESSFUL)
-    return value
+    # As Django's backends: a tuple is returned as a list, anything else not JSON fails.
+    return normalize_json(task.call(*context, *args, **kwargs))
 
 
-def _finished(
-    job: JobContext, sender: type, result: TaskResult[Any], status: TaskResultStatus
-) -> None:
-    """Send `task_finished`, `result` now `status`. Not for an attempt the worker gave up
-    (cancelled, timed out, its claim lost): its outcome is no longer this thread's to tell.
-    What a receiver raises is logged to the job and changes nothing: the outcome is decided,
-    and a success failed by a receiver would run the task again."""
-    if job.cancelled:
-        return
-    object.__setattr__(result, "status", status)
-    object.__setattr__(result, "finished_at", timezone.now())
-    for receiver, answer in task_finished.send_robust(sender, task_result=result):
-        if isinstance(answer, Exception):
-            job.logger.error("task_finished receiver %r raised", receiver, exc_info=answer)
+# The events after which a task is finished, and the status its result then has: it
+# succeeded, or its last attempt failed (one failed with another left makes it READY again,
+# Django's status for a task "ready to be executed again"; a cancelled task was stopped, not
+# finished, and Django has no cancel).
+_FINISHED_BY = {
+    "job.completed": TaskResultStatus.SUCCESSFUL,
+    "job.dlq_entry": TaskResultStatus.FAILED,
+}
+
+
+def finished_batch(batch: Batch) -> None:
+    """The notifier's subscriber: the tasks a committed transition finished, handed to the
+    thread that sends their `task_finished` (`finished_signals`). Called on the thread that
+    committed (the worker's completer): it only picks them out."""
+    finished_signals.submit(
+        [
+            (job["id"], status)
+            for event, job in batch.events
+            if (status := _FINISHED_BY.get(event)) is not None and _is_task(job["type"])
+        ]
+    )
+
+
+def _is_task(job_type: str) -> bool:
+    return job_type in registry and registry.get(job_type).func is run_task
+
+
+class FinishedSignals(Handoff[tuple[str, TaskResultStatus]]):
+    """The thread that sends this process's `task_finished` signals, in the order their
+    outcomes were committed, each with the task's result as `get_result` reads it then.
+
+    Receivers are the application's code, and may be slow (a metrics server, an email): on
+    a thread of their own they hold up neither the worker's loop nor its completer's
+    reports. A receiver that raises is logged, and the others still hear the signal; the
+    outcome is recorded already, and a success failed by a receiver would run the task
+    again. What is queued is drained at process exit within `SCHEDULER_SHUTDOWN_GRACE`."""
+
+    THREAD_NAME = "task-finished"
+    # Jobs read in one go (two queries: their rows and their attempts).
+    MAX_PER_DELIVERY = 500
+    WHAT = "task_finished signals"
+
+    def deliver(self, items: Sequence[tuple[str, TaskResultStatus]]) -> None:
+        _send_finished(items)
+
+    def delivered(self) -> None:
+        # This thread's connection, as a request's: kept in a worker (which keeps its
+        # connections), closed where connections are not kept, or broken.
+        close_old_connections()
+
+    def flush_at_exit(self) -> None:
+        if not self.flush(settings.SCHEDULER_SHUTDOWN_GRACE):
+            logger.warning("exiting with task_finished signals not sent")
+
+
+def _send_finished(finished: Sequence[tuple[str, TaskResultStatus]]) -> None:
+    jobs = Job.objects.in_bulk([job_id for job_id, _ in finished])
+    attempts: defaultdict[uuid.UUID, list[JobAttempt]] = defaultdict(list)
+    for attempt in _attempts().filter(job_id__in=jobs):
+        attempts[attempt.job_id].append(attempt)
+    for job_id, status in finished:
+        job = jobs.get(uuid.UUID(job_id))
+        tried = attempts[uuid.UUID(job_id)]
+        # Gone (purged), or no longer what the event said (retried from the DLQ since):
+        # its result is not this outcome's any more.
+        if job is None or _status(job) != status:
+            continue
+        try:
+            backend = job.payload.get("backend") or _task_at(job.type).backend
+            result = _result(job, backend, tried)
+            sender = type(task_backends[backend])
+        except Exception:
+            logger.exception("task_finished of task %s not sent: its result cannot be read", job.id)
+            continue
+        for receiver, answer in task_finished.send_robust(sender, task_result=result):
+            if isinstance(answer, Exception):
+                logger.error(
+                    "task_finished receiver %r raised for task %s",
+                    receiver,
+                    job.id,
+                    exc_info=answer,
+                )
+
+
+finished_signals = FinishedSignals()
+atexit.register(finished_signals.flush_at_exit)
+os.register_at_fork(after_in_child=finished_signals.forget_parent)

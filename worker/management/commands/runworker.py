@@ -27,6 +27,7 @@ from jobs.command_options import (
 )
 from jobs.events import background_publisher
 from jobs.queue_names import QueueSelection, name_errors
+from jobs.tasks_backend import finished_signals
 from worker.schedulers import SCHEDULERS
 from worker.worker import LANE_STOP, LANE_STOP_NOW, Worker
 
@@ -257,8 +258,10 @@ def _leave_threads_handlers_started(code: int) -> None:
         "threads started by handlers still run (%s): the worker exits without them",
         ", ".join(left),
     )
-    # What the exit handlers would have done: the last events out, the log flushed.
+    # What the exit handlers would have done: the last events and task_finished signals out,
+    # the log flushed.
     background_publisher.flush()
+    finished_signals.flush_at_exit()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
