@@ -502,6 +502,12 @@ class Processor:
                 # our stead. Under the lock: a job handed back is never started too.
                 if attempt.abandoned:
                     break
+                # Waited past the bound with no loop turn to hand it back (the process
+                # stalled: stopped, swapped out, starved): its claim may have been rescued
+                # and run elsewhere since. The loop hands it back, its statement fenced by
+                # the attempt, and spawns a thread in our stead (`overdue`).
+                if time.monotonic() >= attempt.queued + self.hand_back_after:
+                    break
                 self._stop_waiting(attempt)
                 attempt.started = self._last_taken = time.monotonic()
             attempt.deadline = attempt.started + attempt.timeout

@@ -283,6 +283,31 @@ def test_a_job_taken_back_while_it_waits_for_a_thread_never_runs(taken_back):
     processor.stop()
 
 
+def test_a_job_that_waited_past_the_bound_is_not_started_by_a_thread_that_comes_first():
+    """The process stalled (stopped, swapped out, starved) while a claimed job waited: its
+    claim may be gone meanwhile (rescued, run and finished elsewhere). The thread freed
+    first leaves it to the loop's hand-back, whose statement is fenced by the attempt."""
+    inbox: SimpleQueue[Any] = SimpleQueue()
+    processor = Processor(1, inbox, default_timeout=5, prefetch=1)
+    processor.hand_back_after = 0.2
+    busy = processor.start(claimed("probe_gated"))
+    waiting = processor.start(claimed("probe_threaded", tag="never"))
+    until(lambda: busy.started is not None)
+    # No loop turn (no `overdue()`) while the bound passes: the stall.
+    until(lambda: time.monotonic() >= waiting.queued + 0.2)
+
+    gate.set()
+    assert next_outcome(inbox).attempt is busy
+    time.sleep(0.3)  # the freed thread's chance to take the waiting job
+    assert waiting.started is None and ran_on == []
+    (handed_back,) = processor.overdue()
+    assert handed_back.attempt is waiting and handed_back.handed_back
+    processor.start(claimed("probe_threaded", tag="after"))
+    assert next_outcome(inbox).result == "done"
+    assert len(ran_on) == 1  # "after" only
+    processor.stop()
+
+
 def test_a_type_is_prefetched_by_its_pace_and_an_unknown_or_slow_one_only_for_an_idle_thread():
     inbox: SimpleQueue[Any] = SimpleQueue()
     processor = Processor(2, inbox, default_timeout=5, prefetch=3, prefetch_wait=0.15)
