@@ -7,8 +7,9 @@ object JSON has no form for), and no key or string holds NUL (PostgreSQL's jsonb
 it) or a lone UTF-16 surrogate such as `\\ud800` (not Unicode: it cannot be encoded, so neither
 stored nor shown).
 
-Size: a handler's result is at most `SCHEDULER_MAX_RESULT_BYTES` as compact JSON in UTF-8
-(`json_size`), since it is stored, listed and pushed to every console and webhook whole.
+Size: a payload is at most `API_MAX_BODY_BYTES` (what `POST /jobs` takes, from any caller) and
+a handler's result at most `SCHEDULER_MAX_RESULT_BYTES`, as compact JSON in UTF-8
+(`json_size`), since each is stored, listed and pushed to every console and webhook whole.
 
 Text a job's code makes (error messages, stack traces, log lines) is stored whatever it holds:
 `storable_text` writes NUL and lone surrogates as their escapes instead. It is stored in bounded
@@ -147,6 +148,15 @@ def json_size(value: Any) -> int:
     except orjson.JSONEncodeError:
         # orjson writes no integer beyond 64 bits; JSON, and Python's encoder, do.
         return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def size_error(value: Any, *, name: str, max_bytes: int, setting: str) -> str | None:
+    """The message for `value` (called `name`, which `json_errors` found fitting) when it is
+    over `max_bytes` as `json_size` measures it, the limit the setting `setting` holds."""
+    size = json_size(value)
+    if size <= max_bytes:
+        return None
+    return f"{name} is {size:,} bytes as JSON, over {setting} ({max_bytes:,})."
 
 
 def cut_text(text: str, limit: int, *, keep_end: bool = False) -> str:

@@ -182,10 +182,10 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         errors["type"] = [registry.unknown_type_message(spec.type)]
         handler = None
     errors.update(_payload_errors(handler, spec.payload))
-    if type(spec.priority) is not int or spec.priority not in (1, 2, 3):
+    if not _is_integer(spec.priority) or spec.priority not in (1, 2, 3):
         errors["priority"] = ["Must be 1, 2 or 3."]
     if spec.max_retries is not None and (
-        type(spec.max_retries) is not int or not 1 <= spec.max_retries <= limits.MAX_ATTEMPTS
+        not _is_integer(spec.max_retries) or not 1 <= spec.max_retries <= limits.MAX_ATTEMPTS
     ):
         errors["max_retries"] = [f"Must be an integer from 1 to {limits.MAX_ATTEMPTS}."]
     if spec.scheduled_at is not None and (wrong := _instant_errors(spec.scheduled_at, now)):
@@ -207,11 +207,20 @@ def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         if spec.timezone is not None:
             errors["timezone"] = ["Only with `cron`: the time zone its slots are read in."]
         return errors
-    errors.update(cron_errors(spec.cron, spec.timezone or "UTC"))
+    errors.update(cron_errors(spec.cron, "UTC" if spec.timezone is None else spec.timezone))
+    if spec.timezone == "":
+        # In POST /jobs's (DRF's) words: a blank name is no zone, not UTC.
+        errors["timezone"] = ["This field may not be blank."]
     for name in ("scheduled_at", "recur_interval", "depends_on"):
         if getattr(spec, name) is not None:
             errors[name] = ["Not with `cron`: the cron expression says when each run is due."]
     return errors
+
+
+def _is_integer(value: Any) -> bool:
+    """An int, or a subclass of it such as an `IntegerChoices` member (stored as its int),
+    but not a bool: True is no priority, nor a number of attempts."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _instant_errors(value: Any, now: datetime) -> list[str]:
@@ -244,6 +253,15 @@ def _payload_errors(handler: HandlerSpec | None, payload: Any) -> dict[str, list
         return {"payload": ["Must be a JSON object."]}
     if unstorable := limits.json_errors(payload, name="payload"):
         return {"payload": unstorable}
+    # POST /jobs's body limit, for every caller: a payload is held whole by the worker that
+    # runs it and by each page that lists it.
+    if too_large := limits.size_error(
+        payload,
+        name="payload",
+        max_bytes=settings.API_MAX_BODY_BYTES,
+        setting="API_MAX_BODY_BYTES",
+    ):
+        return {"payload": [too_large]}
     return handler.payload_errors(payload) if handler is not None else {}
 
 
@@ -564,7 +582,7 @@ def enqueue_many(
     workers per INSERT; each job still has its `job.created`. Inside a caller's transaction
     they exist only if it commits.
     """
-    if type(batch_size) is not int or batch_size < 1:
+    if not _is_integer(batch_size) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if idempotency_key is not None:
         return enqueue_many_once(idempotency_key, specs, batch_size=batch_size)[0]

@@ -241,11 +241,10 @@ def _check_storable(result: Any, max_bytes: int) -> None:
     `max_bytes` (SCHEDULER_MAX_RESULT_BYTES, `jobs.limits`)."""
     if unstorable := limits.json_errors(result, name="result"):
         raise limits.JsonLimitError(" ".join(unstorable))
-    size = limits.json_size(result)
-    if size > max_bytes:
-        raise limits.JsonLimitError(
-            f"result is {size:,} bytes as JSON, over SCHEDULER_MAX_RESULT_BYTES ({max_bytes:,})."
-        )
+    if too_large := limits.size_error(
+        result, name="result", max_bytes=max_bytes, setting="SCHEDULER_MAX_RESULT_BYTES"
+    ):
+        raise limits.JsonLimitError(too_large)
 
 
 class Processor:
