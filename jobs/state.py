@@ -406,14 +406,19 @@ def _under_key(
 
 def _request(spec: object, as_given: bool = False) -> object:
     """What the fingerprint of a request to create `spec` is taken of: its fields, with the
-    default number of attempts written out (given or left out, the same job) and its
-    upstream jobs as a set (`_upstream_set`; `as_given`: as they came, which is what keys
-    written before that hold); an item that is no JobSpec as it is."""
+    defaults written out (the number of attempts; the queue, and a schedule's UTC: given or
+    left out, the same job) and its upstream jobs as a set (`_upstream_set`). `as_given`:
+    the queue, time zone and upstream jobs as they came, which is what keys written before
+    those were canonical hold. An item that is no JobSpec as it is."""
     if not isinstance(spec, JobSpec):
         return spec
     request = asdict(replace(spec, max_retries=_max_retries(spec)))
     if not as_given:
         request["depends_on"] = _upstream_set(spec.depends_on)
+        if spec.type in registry:  # an unknown type is refused once validated
+            request["queue"] = _queue_of(spec)
+        if spec.cron is not None and spec.timezone is None:
+            request["timezone"] = "UTC"
     return request
 
 

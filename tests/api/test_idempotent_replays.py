@@ -156,6 +156,28 @@ def test_the_upstream_jobs_of_a_replay_are_a_set(operator_client):
     assert Job.objects.count() == 5
 
 
+def test_a_default_written_out_is_the_same_request(operator_client):
+    # The queue a job goes to when none is named, and UTC for a cron schedule's time zone:
+    # a client that writes them out on its retry asks for the same job, and got a 409.
+    first = post(operator_client, JOBS, noop(), "default-1")
+    again = post(operator_client, JOBS, noop(queue="default"), "default-1")
+    assert again.status_code == 200, again.json()
+    assert again.json()["id"] == first.json()["id"]
+    batch = post(operator_client, BATCH, {"jobs": [noop()]}, "default-2")
+    again = post(operator_client, BATCH, {"jobs": [noop(queue="default")]}, "default-2")
+    assert again.status_code == 200 and again.json() == batch.json()
+    daily = post(operator_client, JOBS, noop(cron="0 3 * * *"), "default-3")
+    again = post(operator_client, JOBS, noop(cron="0 3 * * *", timezone="UTC"), "default-3")
+    assert again.status_code == 200 and again.json()["id"] == daily.json()["id"]
+    # Another queue, or another zone, is another request.
+    other = post(operator_client, JOBS, noop(queue="other"), "default-1")
+    assert_error(other, 409, "idempotency_key_reused")
+    paris = post(
+        operator_client, JOBS, noop(cron="0 3 * * *", timezone="Europe/Paris"), "default-3"
+    )
+    assert_error(paris, 409, "idempotency_key_reused")
+
+
 def _as_written_before(spec: state.JobSpec) -> str:
     """The fingerprint a key stored before `depends_on` was taken as a set: the request's
     fields as given, in canonical JSON."""
