@@ -23,6 +23,7 @@ from django.contrib.admin.options import IS_POPUP_VAR, BaseModelAdmin, Incorrect
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import (
     BooleanField,
     ExpressionWrapper,
@@ -40,9 +41,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from jobs.registry import registry
-
-from . import audit, queues, state, webhooks
+from . import audit, queues, selectors, state, webhooks
 from .display import Action, display_state, job_display_state, shown_json, with_queue_paused
 from .filters import PRIORITY_CHOICES, SORT_ORDERS, list_order
 from .models import (
@@ -71,8 +70,12 @@ LOG_LINES_SHOWN = 200
 ATTEMPTS_SHOWN = 20
 # ...and of its upstream jobs (a fan-in waits for up to `state.MAX_UPSTREAM`).
 UPSTREAM_SHOWN = 50
-# The purge confirmation lists this many of the selected jobs by name.
+# The purge confirmation lists this many of the selected jobs by name...
 PURGE_LISTED = 50
+# ...and posts back the id of each job it counts, so that the "yes" purges those and no job
+# that reached the DLQ after it was shown. More ids than this would pass Django's bound on a
+# form's fields (DATA_UPLOAD_MAX_NUMBER_FIELDS, 1,000): more is the console's bulk purge.
+PURGE_AT_ONCE = 500
 # "Cancel selected jobs" cancels at most this many at once, each in its own transaction
 # with its audit entry; more is the console's bulk cancel, which runs as a job in batches.
 CANCEL_AT_ONCE = 500
@@ -236,14 +239,24 @@ class PriorityFilter(_FixedChoiceFilter):
         return Q(priority=int(value))
 
 
+def stored_job_types(request: HttpRequest) -> list[str]:
+    """The types of the jobs in the table (`selectors.stored_job_types`), read once a
+    request: the type filter and the search both ask."""
+    types: list[str] | None = getattr(request, "_job_types", None)
+    if types is None:
+        types = selectors.stored_job_types()
+        request._job_types = types  # type: ignore[attr-defined]
+    return types
+
+
 class JobTypeFilter(admin.SimpleListFilter):
-    """Registered handler types: a DISTINCT over the whole jobs table would not scale."""
+    """The types jobs have (`stored_job_types`)."""
 
     title = "type"
     parameter_name = "type"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(name, name) for name in registry.names()]
+        return [(name, name) for name in stored_job_types(request)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
@@ -380,14 +393,15 @@ class JobDependencyInline(_ReadOnlyInline):
         return str(JobStatus(dependency.depends_on.status).label)
 
 
-def _jobs_beginning_with(term: str) -> Q:
+def _jobs_beginning_with(term: str, types: list[str]) -> Q:
     """Jobs whose id or type begins with `term`, in any case, found by index look-ups. The
-    types are matched here, among the registered ones: `UPPER(type) LIKE 'TERM%'` holds no
-    index and read every job, 0.65-0.73 s at a million. The beginning of an id is a range of
-    the primary key, from the digits padded with 0s to the digits padded with fs."""
+    types are matched here, among `types` (those jobs have, `stored_job_types`): `UPPER(type)
+    LIKE 'TERM%'` holds no index and read every job, 0.65-0.73 s at a million. The beginning
+    of an id is a range of the primary key, from the digits padded with 0s to the digits
+    padded with fs."""
     lowered = term.lower()
     # No type matching is no job of a type (`type IN ()`: Django asks the database nothing).
-    found = Q(type__in=[name for name in registry.names() if name.lower().startswith(lowered)])
+    found = Q(type__in=[name for name in types if name.lower().startswith(lowered)])
     digits = lowered.replace("-", "")
     if _ID_DIGITS.fullmatch(digits):
         found |= Q(id__range=tuple(uuid.UUID(digits.ljust(32, pad)) for pad in "0f"))
@@ -546,7 +560,8 @@ class JobAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
         if not term:
             return queryset, False
         jobs = self.get_queryset(request)
-        found = _jobs_beginning_with(term) | _jobs_ending_with(term, jobs, self.ordering[0])
+        types = stored_job_types(request)
+        found = _jobs_beginning_with(term, types) | _jobs_ending_with(term, jobs, self.ordering[0])
         return queryset.filter(found), False
 
     @admin.display(description="status", ordering="status")
@@ -707,7 +722,10 @@ class DeadLetterJobAdmin(JobAdmin):
     def purge_selected(
         self, request: HttpRequest, queryset: QuerySet[Job]
     ) -> TemplateResponse | None:
-        if request.POST.get("post") == "yes":
+        # The "yes" names the jobs its page counted (their ids). One with "select all"
+        # names none: it would purge what matches now, jobs dead since the page among them,
+        # so it is asked again.
+        if request.POST.get("post") == "yes" and request.POST.get("select_across") != "1":
             self._act_on_selection(
                 request,
                 queryset,
@@ -716,14 +734,23 @@ class DeadLetterJobAdmin(JobAdmin):
                 "purged",
             )
             return None
-        total = queryset.count()
+        selected = list(queryset.order_by().values_list("id", flat=True)[: PURGE_AT_ONCE + 1])
+        if len(selected) > PURGE_AT_ONCE:
+            self.message_user(
+                request,
+                f"More than {PURGE_AT_ONCE:,} jobs selected: the admin purges at most "
+                f"{PURGE_AT_ONCE:,} at once, and none was purged. Narrow the list, or use "
+                '"Purge all matching" in the console\'s dead-letter queue.',
+                messages.ERROR,
+            )
+            return None
+        total = len(selected)
         ticked = _ticked(request, total)
         if not total:
             self._warn_of_jobs_that_left(request, ticked, 0, "purged")
             return None
-        select_across = request.POST.get("select_across") == "1"
         dependents = (
-            Job.objects.filter(dependencies__depends_on__in=queryset.values("id"))
+            Job.objects.filter(dependencies__depends_on__in=selected)
             .exclude(status__in=[JobStatus.COMPLETED, JobStatus.CANCELLED])
             .distinct()
             .count()
@@ -732,20 +759,15 @@ class DeadLetterJobAdmin(JobAdmin):
             **self.admin_site.each_context(request),
             "title": "Purge dead-letter jobs?",
             "opts": self.model._meta,
-            "jobs": queryset.order_by("-updated_at")[:PURGE_LISTED],
+            "jobs": queryset.filter(id__in=selected).order_by("-updated_at")[:PURGE_LISTED],
             "total": total,
             "unlisted": max(total - PURGE_LISTED, 0),
             "ticked": ticked,
             "gone": ticked - total,
             "dependents": dependents,
-            "select_across": select_across,
             # The "yes" confirms these: not the jobs that had left the DLQ, which are gone
-            # from the page too.
-            "selected": (
-                request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
-                if select_across
-                else [str(job_id) for job_id in queryset.values_list("id", flat=True)]
-            ),
+            # from the page too, nor those that reach it while the page is read.
+            "selected": [str(job_id) for job_id in selected],
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "media": self.media,
         }
@@ -795,25 +817,47 @@ class ScheduleAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
         act: Callable[[uuid.UUID], None],
         done: str,
         verb: str,
+        already: str,
     ) -> None:
-        """`act` on each selected schedule that still exists: how many it changed (`done`,
-        of `{n}`), and a warning naming those deleted elsewhere since they were ticked."""
+        """`act` on each selected schedule that still exists, and say what it changed: how
+        many (`done`, of `{n}`), how many it found `already` so (a pause of a paused
+        schedule, which the audit log does not record either), and which had been deleted
+        elsewhere since they were ticked."""
         selected = list(queryset.values_list("id", flat=True))
-        changed = 0
+        changed = unchanged = 0
         for schedule_id in selected:
-            try:
+            with transaction.atomic():
+                # Locked before it is read, as `act` locks it: what `act` found and left is
+                # then its own doing, not a pause from elsewhere meanwhile.
+                before = _schedule_state(schedule_id, lock=True)
+                if before is None:
+                    continue  # deleted since it was read above
                 act(schedule_id)
-            except state.ScheduleNotFound:
-                continue  # deleted since it was read above
-            changed += 1
+                if _schedule_state(schedule_id) == before:
+                    unchanged += 1
+                else:
+                    changed += 1
         if changed:
             self.message_user(request, done.format(n=changed), messages.SUCCESS)
         ticked = _ticked(request, len(selected))
-        if changed >= ticked:
-            return
-        if changed:
+        if unchanged == ticked:
             text = (
-                f"{ticked - changed} of the {ticked} selected schedule(s) had been deleted "
+                f"The {ticked} selected schedule(s) {_was(ticked)} already {already}: "
+                "nothing changed."
+            )
+            self.message_user(request, text, messages.INFO)
+        elif unchanged:
+            text = (
+                f"{unchanged} of the {ticked} selected schedule(s) {_was(unchanged)} already "
+                f"{already}: left as {'it was' if unchanged == 1 else 'they were'}."
+            )
+            self.message_user(request, text, messages.INFO)
+        deleted = ticked - changed - unchanged
+        if deleted <= 0:
+            return
+        if deleted < ticked:
+            text = (
+                f"{deleted} of the {ticked} selected schedule(s) had been deleted "
                 f"elsewhere since: not {verb}."
             )
         else:
@@ -831,16 +875,20 @@ class ScheduleAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
             state.pause_schedule,
             "Paused {n} schedule(s): their waiting runs were cancelled.",
             "paused",
+            already="paused",
         )
 
     @admin.action(description="Resume selected", permissions=["pause"])
     def resume_selected(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        # A running schedule whose series stopped (its run a dead letter, or purged) goes
+        # on: a change, counted as resumed.
         self._act_on_selection(
             request,
             queryset,
             state.resume_schedule,
             "Resumed {n} schedule(s) from their next slot.",
             "resumed",
+            already="running",
         )
 
     @admin.action(description="Delete selected (their past runs stay)", permissions=["remove"])
@@ -851,7 +899,24 @@ class ScheduleAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
             state.delete_schedule,
             "Deleted {n} schedule(s): their waiting runs were cancelled.",
             "deleted",
+            already="deleted",
         )
+
+
+def _schedule_state(schedule_id: uuid.UUID, *, lock: bool = False) -> tuple[bool, Any] | None:
+    """Whether a schedule is paused and its run waiting or running; None when it is gone.
+    A pause, resume or delete changed something exactly when this differs after it."""
+    schedules = with_current_run(Schedule.objects.filter(id=schedule_id))
+    if lock:
+        schedules = schedules.select_for_update(of=("self",))
+    schedule = schedules.only("paused").first()
+    if schedule is None:
+        return None
+    return schedule.paused, getattr(schedule, "current_run_id", None)
+
+
+def _was(count: int) -> str:
+    return "was" if count == 1 else "were"
 
 
 @admin.register(Queue)
@@ -933,15 +998,17 @@ class LimitForm(forms.ModelForm):
         if self.instance.pk is not None:
             data.setdefault("scope", self.instance.scope)
             data.setdefault("name", self.instance.name)
-        errors = queues.limit_errors(
-            data.get("scope", ""),
-            data.get("name", ""),
-            data.get("max_running"),
-            data.get("max_starts"),
-            data.get("period_seconds"),
-        )
+        # A number its field refused was given all the same: its own error says what is
+        # wrong with it, and the rules across the numbers ("max_running, max_starts, or
+        # both"; max_starts with period_seconds) take it as given, not as missing.
+        numbers = [
+            1 if name in self.errors else data.get(name)
+            for name in ("max_running", "max_starts", "period_seconds")
+        ]
+        errors = queues.limit_errors(data.get("scope", ""), data.get("name", ""), *numbers)
         for field, messages_ in errors.items():
-            self.add_error(field if field in self.fields else None, messages_)
+            if field not in self.errors:
+                self.add_error(field if field in self.fields else None, messages_)
         return data
 
 

@@ -14,6 +14,7 @@ from django.utils.functional import cached_property
 from .filters import DLQ, JobFilter, status_condition
 from .models import Job, JobAttempt
 from .representation import format_time, with_job_objects
+from .sql import fetch
 from .state import JobNotFound, JobValidationError
 
 # Lists count the jobs they match exactly up to this many; above, the count is PostgreSQL's
@@ -24,6 +25,12 @@ EXACT_COUNT_LIMIT = 10_000
 MAX_OFFSET = 2**63 - 1
 
 ModelT = TypeVar("ModelT", bound=Model)
+
+
+def stored_job_types() -> list[str]:
+    """The types of the jobs in the table, in order, whether or not this process registers
+    them (a filter's choices: `stored_job_types` in jobs/sql/queries.sql)."""
+    return [row["type"] for row in fetch("stored_job_types", {})]
 
 
 def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[Job]:

@@ -37,10 +37,9 @@ from jobs.filters import (
 )
 from jobs.graph import job_graph
 from jobs.models import AuditSource, Job, RecurInterval, Webhook
-from jobs.registry import registry
 from jobs.representation import short_id
 from jobs.schedules import UPCOMING, schedule_list, upcoming_runs
-from jobs.selectors import BoundedCountPaginator
+from jobs.selectors import BoundedCountPaginator, stored_job_types
 from jobs.stats import current_stats
 
 from . import charts, selectors
@@ -175,7 +174,7 @@ def ledger(request: ConsoleRequest) -> HttpResponse:
             ),
             "status_choices": STATUS_CHOICES,
             "priority_choices": PRIORITY_CHOICES,
-            "type_choices": registry.names(),
+            "type_choices": stored_job_types(),
             "interval_choices": RecurInterval.choices,
             "ordering_choices": [
                 (

@@ -652,6 +652,19 @@ WITH folded AS (
 )
 SELECT count(*) AS folded FROM folded;
 
+-- name: stored_job_types
+-- The types the stored jobs have, in order: a skip scan of `jobs_type_idx`, one index
+-- look-up per type (0.6 ms for 45 types among a million jobs, where a DISTINCT read every
+-- job: 190 ms). Not the registry's names: a Django task's type is registered only where
+-- its module was imported, and a type a deploy removed by no process.
+WITH RECURSIVE found AS (
+    (SELECT type FROM jobs ORDER BY type LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.type FROM jobs j WHERE j.type > found.type ORDER BY j.type LIMIT 1)
+    FROM found WHERE found.type IS NOT NULL
+)
+SELECT type FROM found WHERE type IS NOT NULL;
+
 -- name: dlq_by_type
 -- The DLQ's largest job types, from `dlq_counts` (schema.sql), never from `jobs`.
 SELECT type AS value, sum(n) AS n FROM dlq_counts

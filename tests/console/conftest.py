@@ -1,10 +1,12 @@
-"""The console's test clients: a browser session logged in as each role."""
+"""The console's test clients: a browser session logged in as each role, and a
+superuser's admin browser."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 
 from .helpers import login
@@ -18,3 +20,12 @@ def as_operator(operator: Any) -> Client:
 @pytest.fixture
 def as_viewer(viewer: Any) -> Client:
     return login(viewer)
+
+
+@pytest.fixture
+def admin_browser() -> Client:
+    """A superuser's browser: its posts carry the CSRF token of the page they come from."""
+    ada = get_user_model().objects.create_superuser("ada", "ada@example.com", "pw-ada")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(ada)
+    return client

@@ -17,6 +17,7 @@ from jobs import queues, state
 from jobs.console.selectors import CURRENT_JOBS_SHOWN
 from jobs.console.templatetags.console import when
 from jobs.models import Job, JobStatus, Limit, UserPreference, Webhook, Worker
+from jobs.registry import registry
 from jobs.representation import short_id
 
 from .helpers import completed, dead_letter, login, make_worker, start, text
@@ -225,6 +226,23 @@ def test_ledger_filters_orders_and_paginates_with_the_users_page_size(
         'class="type-cell">noop'
     )
     assert "data-live-prepend" in first and "data-live-prepend" not in by_priority
+
+
+def test_the_ledgers_type_filter_offers_the_types_stored_jobs_have(as_viewer: Client) -> None:
+    # A Django task's type is registered only where its module was imported (a worker),
+    # and a type a deploy removed nowhere: the filter offered the registered names only.
+    for name in ("myapp.tasks.add", "retired_report"):
+        registry.register(name)(lambda payload: None)
+        try:
+            state.enqueue(name, {})
+        finally:
+            registry.unregister(name)
+    state.enqueue("noop", {})
+
+    ledger = text(as_viewer.get("/jobs"))
+    offered = re.findall(r'<option value="([^"]+)"[^>]*>[^<]*</option>', ledger)
+    assert {"myapp.tasks.add", "retired_report", "noop"} <= set(offered)
+    assert "send_email" not in offered  # registered, but no job has it
 
 
 def analyze_jobs() -> None:
