@@ -174,7 +174,9 @@ class CompletionReport:
 # --- creating jobs -------------------------------------------------------------------------
 
 
-def _validate(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
+def spec_errors(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
+    """What the job rules find wrong with `spec`, by field (empty: nothing); what every
+    creation checks, and what the API adds to the errors of a form it refused."""
     errors: dict[str, list[str]] = {}
     try:
         handler = registry.get(spec.type)
@@ -311,7 +313,7 @@ def enqueue(
 
 def _submit(spec: JobSpec) -> JobObject:
     now = timezone.now()
-    errors = _validate(spec, now)
+    errors = spec_errors(spec, now)
     if errors:
         raise JobValidationError(errors)
     return _enqueue(spec, now)
@@ -325,7 +327,7 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     fingerprint), JobValidationError when an argument or the key is wrong.
     """
     now = timezone.now()
-    errors = {**_validate(spec, now), **_key_errors(key)}
+    errors = {**spec_errors(spec, now), **_key_errors(key)}
     # A `scheduled_at` that was ahead at the first request may have passed by its replay:
     # the key decides first (as a batch's does), and refuses it only for a new request.
     if errors and errors != {"scheduled_at": [NOT_IN_THE_FUTURE]}:
@@ -603,7 +605,7 @@ def enqueue_many(
             ]
         if spec.cron is not None:
             errors[f"{index}.cron"] = ["Not in a batch: a schedule is created on its own."]
-        errors.update({f"{index}.{key}": value for key, value in _validate(spec, now).items()})
+        errors.update({f"{index}.{key}": value for key, value in spec_errors(spec, now).items()})
     if errors:
         raise JobValidationError(errors)
     each_batch = (

@@ -10,8 +10,9 @@ Two ways through a list, with the same response:
 - `cursor`: `cursor=first`, then each `next` link. A page starts right after the last row
   of the one before, whatever the depth (keyset pagination over the list's ordering, which
   always ends with the id), and rows inserted or removed meanwhile never shift a walk: no
-  row is seen twice or skipped. `previous` is always null (a cursor walks forward); `page`
-  is ignored beside a cursor.
+  row is seen twice or skipped. `previous` is always null (a cursor walks forward). A
+  `page` beside a cursor is a 400: answered as if absent, it left a client that mixed the
+  two ways on pages it did not ask for, its `next` link carrying both.
 
 `count` is exact up to `jobs.selectors.EXACT_COUNT_LIMIT` matching jobs and PostgreSQL's
 estimate above it (`count_exact` says which): an exact count reads every matching row.
@@ -58,9 +59,14 @@ def _positive_int(
 
 
 def page_window(params: Mapping[str, Any]) -> tuple[int, int]:
-    """(page, limit) from the query string; a 400 naming the parameter when out of bounds."""
+    """(page, limit) from the query string; a 400 naming the parameter when out of bounds,
+    or `page` when a cursor is given too."""
     errors: dict[str, list[str]] = {}
     page = _positive_int(params, PAGE_PARAM, 1, errors)
+    if PAGE_PARAM in params and CURSOR_PARAM in params:
+        errors.setdefault(PAGE_PARAM, []).append(
+            "Not with cursor: walk a list by page or by cursor, not both."
+        )
     limit = _positive_int(params, LIMIT_PARAM, settings.API_PAGE_SIZE, errors)
     if LIMIT_PARAM not in errors and limit > settings.API_MAX_PAGE_SIZE:
         errors[LIMIT_PARAM] = [f"Must be at most {settings.API_MAX_PAGE_SIZE}."]

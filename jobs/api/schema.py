@@ -177,7 +177,8 @@ def list_parameters() -> list[OpenApiParameter]:
             OpenApiParameter.QUERY,
             description="Keyset pagination, flat cost at any depth: `first`, then the cursor "
             "of each `next` link (anything else is a 400). Rows inserted or removed during a "
-            "walk never make it skip or repeat a row; `previous` is null; `page` is ignored.",
+            "walk never make it skip or repeat a row; `previous` is null; `page` beside it "
+            "is a 400.",
         ),
     ]
     return parameters

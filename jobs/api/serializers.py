@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -88,19 +88,28 @@ class DependsOnField(serializers.Field):
 
 class RefusesUnknownFields(serializers.Serializer):
     """A body field this serializer does not know is a validation error, not ignored; one
-    of `not_taken` (a field the API has, but not here) is refused in its own words."""
+    of `not_taken` (a field the API has, but not here) is refused in its own words. Named
+    with the errors of the fields it knows, which an unknown one used to hide."""
 
     not_taken: dict[str, str] = {}
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                allowed = f"Unknown field. Allowed: {', '.join(self.fields)}."
-                raise serializers.ValidationError(
-                    {name: [self.not_taken.get(name, allowed)] for name in unknown}
-                )
-        return super().to_internal_value(data)
+        if not isinstance(data, dict):
+            return super().to_internal_value(data)
+        allowed = f"Unknown field. Allowed: {', '.join(self.fields)}."
+        unknown = {
+            name: [self.not_taken.get(name, allowed)]
+            for name in sorted(set(data) - set(self.fields))
+        }
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            # A serializer's field errors, by field name.
+            known = cast("dict[str, Any]", error.detail)
+            raise serializers.ValidationError({**unknown, **known}) from None
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
 
 
 class JobCreateSerializer(RefusesUnknownFields):

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.core.paginator import EmptyPage, Paginator
 from django.http import HttpResponse
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from prometheus_client.exposition import choose_encoder
@@ -62,6 +64,7 @@ from .serializers import (
     ExplanationSerializer,
     HealthSerializer,
     JobBatchCreateSerializer,
+    JobBatchItemSerializer,
     JobBatchSerializer,
     JobCreateSerializer,
     JobGraphSerializer,
@@ -100,6 +103,73 @@ def created_or_replayed(created: bool, headers: dict[str, str] | None = None) ->
 def refuse(errors: dict[str, list[str]]) -> None:
     if errors:
         raise state.JobValidationError(errors)
+
+
+# What a job's spec holds for a field its form refused, so that the domain still checks the
+# fields whose rules depend on it; what the domain says of a stand-in is dropped (the form's
+# message for that field stands). A type no handler has leaves the payload to the rules of
+# every type's; a cron that always matches keeps a schedule's rules on its other fields.
+# Any other field refused is left out, as if absent.
+FORM_STAND_INS: dict[str, Any] = {"type": "", "payload": {}, "cron": "* * * * *"}
+
+
+def job_errors(form: JobCreateSerializer, now: datetime) -> dict[str, list[str]]:
+    """Every error of one job of a request, whichever stage finds it: the form's (DRF:
+    unknown fields, types) and the domain's (`jobs.state`) in the fields the form took, so
+    that no error waits for another to be fixed. In the order of the form's fields, then
+    the fields it does not take."""
+    if form.is_valid():
+        refused: dict[str, list[str]] = {}
+        taken = form.validated_data
+    else:
+        refused = flat_errors(form.errors)
+        if not isinstance(form.initial_data, dict):
+            return refused
+        rest = type(form)(
+            data={name: value for name, value in form.initial_data.items() if name not in refused},
+            partial=True,
+        )
+        # Each field parses on its own: what parsed in the whole form parses here again.
+        rest.is_valid(raise_exception=True)
+        stand_ins = {
+            name: value
+            for name, value in FORM_STAND_INS.items()
+            if name in refused and name in form.fields
+        }
+        taken = {**stand_ins, **rest.validated_data}
+    # The domain's rules as `enqueue` and `enqueue_many` apply them, nothing created.
+    domain = state.spec_errors(state.JobSpec(**taken), now)
+    errors = {
+        **refused,
+        **{key: value for key, value in domain.items() if _field(key) not in refused},
+    }
+    position = {name: number for number, name in enumerate(form.fields)}
+    return dict(
+        sorted(errors.items(), key=lambda item: position.get(_field(item[0]), len(position)))
+    )
+
+
+def _field(key: str) -> str:
+    """The field an error key names: `payload` for `payload.size.width`."""
+    return key.partition(".")[0]
+
+
+def batch_errors(batch: JobBatchCreateSerializer, now: datetime) -> dict[str, list[str]]:
+    """The errors of a batch its form refused: the body's own, then each job's
+    (`job_errors`), job by job. The jobs of a list refused as a whole (empty, too long) are
+    not read."""
+    errors = {
+        key: messages
+        for key, messages in flat_errors(batch.errors).items()
+        if not key.startswith("jobs.")
+    }
+    jobs = batch.initial_data.get("jobs") if isinstance(batch.initial_data, dict) else None
+    if "jobs" in errors or not isinstance(jobs, list):
+        return errors
+    for index, job in enumerate(jobs):
+        form = JobBatchItemSerializer(data=job)
+        errors.update(flat_errors(job_errors(form, now), f"jobs.{index}"))
+    return errors
 
 
 class ApiView(APIView):
@@ -165,7 +235,8 @@ class JobListView(ApiView):
     )
     def post(self, request: Request) -> Response:
         serializer = JobCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        if not serializer.is_valid():
+            raise ValidationError(job_errors(serializer, timezone.now()))
         key = request.headers.get("Idempotency-Key")
         if key is None:
             job, created = state.enqueue(**serializer.validated_data), True
@@ -182,8 +253,8 @@ class JobBatchView(ApiView):
         summary="Submit up to 1,000 jobs at once",
         description="All or none: every job is checked before any is created. Each job is "
         "what `POST /jobs` takes, except `depends_on` (submit a dependent job on its own). "
-        "Errors name the job by its index: `jobs.3.priority`. The body limit "
-        "(`API_MAX_BODY_BYTES`) applies to the whole batch.",
+        "Errors name the job by its index, `jobs.3.priority`, every job's in the one answer. "
+        "The body limit (`API_MAX_BODY_BYTES`) applies to the whole batch.",
         request=JobBatchCreateSerializer,
         parameters=[IDEMPOTENCY_KEY_PARAMETER, IDEMPOTENT_REPLAYED],
         responses={
@@ -201,7 +272,7 @@ class JobBatchView(ApiView):
     def post(self, request: Request) -> Response:
         serializer = JobBatchCreateSerializer(data=request.data)
         if not serializer.is_valid():
-            raise ValidationError(flat_errors(serializer.errors))
+            raise ValidationError(batch_errors(serializer, timezone.now()))
         specs = [state.JobSpec(**job) for job in serializer.validated_data["jobs"]]
         key = request.headers.get("Idempotency-Key")
         try:

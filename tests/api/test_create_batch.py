@@ -8,7 +8,9 @@ import pytest
 from django.utils import timezone
 
 from jobs.api.serializers import MAX_BATCH
+from jobs.filters import TIME_FORMAT_MESSAGE
 from jobs.models import Job
+from jobs.registry import registry
 
 from .conftest import iso
 from .test_job_routes import JOB_FIELDS, assert_error
@@ -17,6 +19,7 @@ pytestmark = pytest.mark.django_db
 
 BATCH = "/api/v1/jobs/batch"
 EMAIL = {"to": "user@example.com", "subject": "Hello"}
+CRON_NOT_TAKEN = "cron is not taken in a batch: create the schedule with POST /api/v1/jobs."
 
 
 def post(client, body):
@@ -110,3 +113,57 @@ def test_each_job_of_a_batch_is_published_after_commit(operator_client, events):
     for job in jobs:
         event = events.wait_for("job.created", lambda data, job=job: data["id"] == job["id"])
         assert event["data"] == job
+
+
+def test_every_error_of_every_job_comes_in_one_answer(operator_client):
+    # The refusal of job 1's `cron` (the form's) hid job 0's priority and job 1's type (the
+    # domain's): a client fixed one, to be refused for the next.
+    submitted = [
+        {"type": "noop", "payload": {}, "priority": 9},
+        {"type": "nope", "payload": {}, "priority": 1, "cron": "* * * * *"},
+    ]
+    error = assert_error(post(operator_client, {"jobs": submitted}), 400, "validation_error")
+    assert list(error["details"].items()) == [
+        ("jobs.0.priority", ["Must be 1, 2 or 3."]),
+        ("jobs.1.type", [registry.unknown_type_message("nope")]),
+        ("jobs.1.cron", [CRON_NOT_TAKEN]),
+    ]
+    assert error["message"] == "Invalid input: jobs.0.priority, jobs.1.type, jobs.1.cron."
+    assert Job.objects.count() == 0
+
+
+def test_a_job_the_form_refuses_is_still_checked_by_the_domain_in_the_order_of_its_fields(
+    operator_client,
+):
+    submitted = [
+        noop(),
+        # The form refuses priority and colour; the domain the payload and max_retries.
+        {
+            "colour": "red",
+            "max_retries": 0,
+            "priority": "high",
+            "payload": {"to": "x@example.com"},
+            "type": "send_email",
+        },
+        # An internal type is unknown to the form: the payload is still checked as any
+        # type's is, and scheduled_at by the form.
+        {"type": "bulk_action", "payload": [], "priority": 2, "scheduled_at": "soon"},
+        # A missing payload is the form's to name, not what the type's schema says of none.
+        {"type": "send_email", "priority": 5},
+    ]
+    body = {"jobs": submitted, "note": 1}
+    error = assert_error(post(operator_client, body), 400, "validation_error")
+    allowed = "Unknown field. Allowed: type, payload, priority, scheduled_at, recur_interval, "
+    assert list(error["details"].items()) == [
+        ("note", ["Unknown field. Allowed: jobs."]),
+        ("jobs.1.payload.subject", ["This field is required."]),
+        ("jobs.1.priority", ["A valid integer is required."]),
+        ("jobs.1.max_retries", ["Must be an integer from 1 to 10."]),
+        ("jobs.1.colour", [allowed + "max_retries, queue."]),
+        ("jobs.2.type", [registry.unknown_type_message("bulk_action")]),
+        ("jobs.2.payload", ["Must be a JSON object."]),
+        ("jobs.2.scheduled_at", [TIME_FORMAT_MESSAGE]),
+        ("jobs.3.payload", ["This field is required."]),
+        ("jobs.3.priority", ["Must be 1, 2 or 3."]),
+    ]
+    assert Job.objects.count() == 0

@@ -260,3 +260,21 @@ def test_the_schema_takes_every_field_the_server_takes(operator_client):
         for branch in schemas[name]["oneOf"]:
             assert set(job) <= set(branch["properties"]), (name, branch["properties"])
         assert operator_client.post(path, body, format="json").status_code == 201
+
+
+def test_every_error_of_a_job_comes_in_one_answer_in_the_order_of_its_fields(operator_client):
+    # The form's refusals (a priority that is no integer, an unknown field) hid the domain's
+    # (an unknown type, too few attempts): a client fixed one, to be refused for the next.
+    body = {"colour": "red", "max_retries": 0, "priority": "high", "payload": {}, "type": "nope"}
+    error = assert_error(post(operator_client, body), 400, "validation_error")
+    allowed = (
+        "Unknown field. Allowed: type, payload, priority, scheduled_at, recur_interval, "
+        "depends_on, max_retries, cron, timezone, queue."
+    )
+    assert list(error["details"].items()) == [
+        ("type", [registry.unknown_type_message("nope")]),
+        ("priority", ["A valid integer is required."]),
+        ("max_retries", ["Must be an integer from 1 to 10."]),
+        ("colour", [allowed]),
+    ]
+    assert Job.objects.count() == 0

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.django_db
 
 JOBS = "/api/v1/jobs"
 HOUR = timedelta(hours=1)
+PAGE_AND_CURSOR = "Not with cursor: walk a list by page or by cursor, not both."
 
 
 def ids(response):
@@ -362,6 +363,35 @@ def test_a_cursor_keeps_the_filters_and_refuses_a_forged_or_foreign_cursor(viewe
     other = viewer_client.get(JOBS, {"cursor": cursor, "ordering": "priority"})
     error = assert_error(other, 400, "validation_error")
     assert "another ordering" in error["details"]["cursor"][0]
+
+
+def test_a_page_number_beside_a_cursor_is_refused_naming_both(viewer_client, job_row):
+    # `page` was dropped without a word and the `next` link carried both, so a client that
+    # paged by number through a cursor walk (or the other way) got pages it did not ask for.
+    for n in range(3):
+        job_row(created_at=T0 + n * HOUR, status="failed", in_dlq=True)
+    cursor = parse_qs(urlsplit(next(walk(viewer_client, {"limit": 2}))["next"]).query)["cursor"]
+    for route in (JOBS, f"{JOBS}/dlq"):
+        for given in ("first", cursor[0]):
+            for page in ("1", "2"):
+                error = assert_error(
+                    viewer_client.get(route, {"cursor": given, "page": page, "limit": 2}),
+                    400,
+                    "validation_error",
+                )
+                assert error["details"] == {"page": [PAGE_AND_CURSOR]}, (route, given, page)
+        # Each still answers alone, and a wrong page number is named with the other.
+        assert viewer_client.get(route, {"cursor": "first"}).status_code == 200
+        assert viewer_client.get(route, {"page": "2", "limit": 2}).status_code == 200
+        error = assert_error(
+            viewer_client.get(route, {"cursor": "first", "page": "0", "limit": 51}),
+            400,
+            "validation_error",
+        )
+        assert error["details"] == {
+            "page": ["Must be a positive integer.", PAGE_AND_CURSOR],
+            "limit": ["Must be at most 50."],
+        }
 
 
 def test_counts_are_exact_up_to_the_limit_then_estimated(viewer_client, job_row, monkeypatch):

@@ -134,11 +134,12 @@ def _to_a_sendable_host(url: str) -> str:
 
 def keep_the_rules_no_schema_states(case: Any, upstream_id: str) -> None:
     """A valid request made to keep the rules no JSON Schema states, as a client would: a
-    future `scheduled_at`, an existing `depends_on`, a cursor the server gave, an
-    `http_request` URL to a host a request can reach."""
+    future `scheduled_at`, an existing `depends_on`, a cursor the server gave and no page
+    number beside it, an `http_request` URL to a host a request can reach."""
     positive = case.meta is not None and case.meta.generation.mode.is_positive
     if positive and isinstance(case.query, dict) and "cursor" in case.query:
         case.query["cursor"] = "first"
+        case.query.pop("page", None)
     # A limit's name keeps its scope's rule: a queue's is narrower than a type's.
     parameters = case.path_parameters
     if positive and isinstance(parameters, dict) and parameters.get("scope") == "queue":
