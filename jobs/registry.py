@@ -159,6 +159,8 @@ class HandlerSpec:
     # Created by the project's own code only (`bulk_action`: the console's confirmed bulk
     # actions), never by a client of the API or the console's New job form.
     internal: bool = False
+    # The most bytes its payload holds as compact JSON (None: `API_MAX_BODY_BYTES`).
+    max_payload_bytes: int | None = None
     validator: Draft202012Validator = field(repr=False, compare=False, default=None)
     # Says quickly that a payload fits the schema (None: it could not be built); see above.
     checker: jsonschema_rs.Draft202012Validator | None = field(
@@ -315,6 +317,7 @@ class HandlerRegistry:
         queue: str | None = None,
         internal: bool = False,
         checks: Mapping[str, Callable[[Any], object]] | None = None,
+        max_payload_bytes: int | None = None,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """`schema`: a JSON schema (a dict), or a type to derive it from (`derive_schema`);
         `checks`: what the schema cannot state of its fields (see the top)."""
@@ -355,6 +358,7 @@ class HandlerRegistry:
                 inline=inline,
                 queue=queue,
                 internal=internal,
+                max_payload_bytes=max_payload_bytes,
                 validator=Draft202012Validator(payload_schema),
                 checker=_checker(payload_schema),
                 adapter=adapter,

@@ -255,14 +255,13 @@ def _payload_errors(handler: HandlerSpec | None, payload: Any) -> dict[str, list
         return {"payload": ["Must be a JSON object."]}
     if unstorable := limits.json_errors(payload, name="payload"):
         return {"payload": unstorable}
-    # POST /jobs's body limit, for every caller: a payload is held whole by the worker that
-    # runs it and by each page that lists it.
-    if too_large := limits.size_error(
-        payload,
-        name="payload",
-        max_bytes=settings.API_MAX_BODY_BYTES,
-        setting="API_MAX_BODY_BYTES",
-    ):
+    # POST /jobs's body limit, for every caller, unless its type says otherwise: a payload is
+    # held whole by the worker that runs it and by each page that lists it.
+    if handler is not None and handler.max_payload_bytes is not None:
+        bound, named = handler.max_payload_bytes, f"{handler.name}'s max_payload_bytes"
+    else:
+        bound, named = settings.API_MAX_BODY_BYTES, "API_MAX_BODY_BYTES"
+    if too_large := limits.size_error(payload, name="payload", max_bytes=bound, setting=named):
         return {"payload": [too_large]}
     return handler.payload_errors(payload) if handler is not None else {}
 

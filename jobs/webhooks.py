@@ -59,6 +59,11 @@ DELIVERY_TYPE = "http_request"
 # thread in turn, so the application's jobs ran at the pace of its timeouts.
 DELIVERY_QUEUE = "webhooks"
 EVENT_PRIORITY = 3
+# The most a delivery's payload holds (`http_request`'s bound): its body is an event's job,
+# whose payload and result may each be at their own bounds, written as a JSON string, in
+# which escaping can double them (every `"` becomes `\"`). At POST /jobs's bound, the events
+# of a job whose payload was within it were refused, and lost.
+DELIVERY_MAX_PAYLOAD_BYTES = 4 * (settings.API_MAX_BODY_BYTES + settings.SCHEDULER_MAX_RESULT_BYTES)
 # A test delivery is sent for someone watching the console.
 TEST_PRIORITY = 1
 # stats.updated fires after nearly every change; as a webhook it would only be noise.
@@ -343,24 +348,27 @@ def _without_refused(
     refused: dict[str, list[str]],
 ) -> list[state.JobSpec]:
     """`specs` less those enqueue_many refused (keyed "<index>.<field>"): it takes all or
-    none, and a webhook saved before a rule that now refuses its URL must not hold back the
-    others. Its webhook is left out until the webhooks are read again, so that it is
-    reported once a read, not once an event."""
+    none, and one refused delivery must not hold back the others. A webhook saved before a
+    rule that now refuses its URL is left out until the webhooks are read again, so that it
+    is reported once a read, not once an event; any other refusal is of that event alone."""
     refused_indexes = {int(key.partition(".")[0]) for key in refused}
-    problems: dict[_Target, set[str]] = {}
+    problems: dict[tuple[_Target, bool], set[str]] = {}
     for key, messages in refused.items():
         index, _, field = key.partition(".")
         target = sending[int(index)].target
-        problems.setdefault(target, set()).update(f"{field}: {m}" for m in messages)
-    for target, reasons in problems.items():
+        of_its_url = field.startswith("payload.url")
+        problems.setdefault((target, of_its_url), set()).update(f"{field}: {m}" for m in messages)
+    for (target, of_its_url), reasons in problems.items():
         logger.error(
-            "webhook %s (%s): deliveries refused, none sent for %g s: %s",
+            "webhook %s (%s): %s: %s",
             target.id,
             target.url,
-            settings.WEBHOOK_CACHE_SECONDS,
+            f"deliveries refused, none sent for {settings.WEBHOOK_CACHE_SECONDS:g} s"
+            if of_its_url
+            else "an event's delivery refused",
             " ".join(sorted(reasons)),
         )
-    active_webhooks.leave_out({target.id for target in problems})
+    active_webhooks.leave_out({target.id for target, of_its_url in problems if of_its_url})
     return [spec for index, spec in enumerate(specs) if index not in refused_indexes]
 
 

@@ -86,6 +86,7 @@ def send_email(job: JobContext) -> dict[str, Any]:
     # every attempt into the dead-letter queue.
     checks={"url": outbound.sendable_url},
     timeout=310,
+    max_payload_bytes=webhooks.DELIVERY_MAX_PAYLOAD_BYTES,
 )
 def http_request(job: JobContext) -> dict[str, Any]:
     """Make an HTTP request (webhooks) to a URL that may be an IRI, sent encoded. A non-2xx

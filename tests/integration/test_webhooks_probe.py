@@ -199,3 +199,16 @@ def test_an_events_delivery_is_tried_for_a_day_and_a_test_delivery_as_any_job(
     assert delivery.max_retries == settings.WEBHOOK_MAX_RETRIES == 9
     hook = Webhook.objects.get()
     assert send_test(hook)["max_retries"] == settings.SCHEDULER_DEFAULT_MAX_RETRIES
+
+
+def test_the_events_of_a_job_at_the_payload_limit_are_delivered(receiver: Receiver) -> None:
+    # A payload under API_MAX_BODY_BYTES, its event's body escaped once more as a string in
+    # the delivery's payload: the delivery was refused at that same limit, the webhook then
+    # left out for the cache's 5 s, and the next job's event was lost with it.
+    create_webhook(url=receiver.url, event_types=["job.created"], secret="s3cret", user=None)
+    big = state.enqueue("noop", {"lines": ['"quoted" ' * 10] * 9_000}, priority=2)
+    small = state.enqueue("noop", {"n": 1}, priority=2)
+    deliver()
+
+    ids = [json.loads(request["body"])["data"]["id"] for request in receiver.requests]
+    assert sorted(ids) == sorted([big["id"], small["id"]])
