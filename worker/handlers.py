@@ -17,9 +17,14 @@ from django.core.mail import EmailMultiAlternatives
 
 from jobs import bulk, limits, outbound, webhooks
 from jobs.registry import RetryAfter, handler
+from worker.backoff import retry_delay
 
 if TYPE_CHECKING:
     from jobs.registry import JobContext
+
+
+# The jitter of a backoff a handler waits at least (`http_request` told to retry sooner).
+_jitter = random.Random()  # noqa: S311 - spreading retries, not security
 
 
 class HandlerFailure(Exception):
@@ -129,7 +134,16 @@ def http_request(job: JobContext) -> dict[str, Any]:
             ) from exc
         wait = retry_after(exc.headers.get("Retry-After")) if exc.code in (429, 503) else None
         if wait is not None:
-            raise RetryAfter(wait, f"{answered}; it asked to be tried again in {wait:g} s") from exc
+            asked = f"{answered}; it asked to be tried again in {wait:g} s"
+            # Never sooner than the backoff: a receiver answering "in 1 s" every time (a
+            # deploy's load balancer) spent a webhook's nine attempts, which the backoff
+            # spreads over a day, in eight seconds.
+            backoff = retry_delay(
+                job.attempt_number, _jitter, base_seconds=settings.SCHEDULER_BACKOFF_BASE_SECONDS
+            ).total_seconds()
+            if backoff > wait:
+                raise RetryAfter(backoff, f"{asked}; the backoff waits {backoff:.0f} s") from exc
+            raise RetryAfter(wait, asked) from exc
         raise HandlerFailure(answered) from exc
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, outbound.TargetRefused):

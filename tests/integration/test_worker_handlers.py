@@ -159,6 +159,28 @@ def test_http_request_told_to_retry_after_waits_that_long(http_server, status, h
         assert waited == waits
 
 
+def test_a_retry_after_shorter_than_the_backoff_waits_the_backoff(http_server):
+    # A receiver behind a deploy's load balancer answers 503 "in 1 s" at every attempt: a
+    # webhook's nine attempts, meant to span a day, went by in eight seconds into the DLQ.
+    job = state.enqueue(
+        "http_request",
+        {
+            "method": "GET",
+            "url": f"{http_server}/status/503",
+            "headers": {"X-Answer-Retry-After": "1"},
+        },
+        max_retries=9,
+    )
+    Job.objects.filter(id=job["id"]).update(attempt_count=3)  # its fourth attempt next
+    run_once()
+
+    failed, (attempt,) = finished(job)
+    waited = (failed.next_retry_at - attempt.finished_at).total_seconds()
+    assert 0.8 * 5**3 <= waited <= 1.2 * 5**3  # the fourth attempt's backoff, not 1 s
+    assert attempt.error_type == "RetryAfter"
+    assert "it asked to be tried again in 1 s" in attempt.error_message
+
+
 def test_http_request_timeout_fails_the_attempt(http_server):
     job = state.enqueue(
         "http_request",
