@@ -18,15 +18,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
+from .display import display_state
 from .models import AuditEntry, Job, JobDependency, JobStatus, Worker, WorkerStatus
 from .queue_names import QueueSelection
 from .queues import limit_usages, paused_queues, queue_overview, queue_target
 from .representation import format_time, short_id
 from .scheduling import PRIORITY_WEIGHT
 from .sql import fetch
-from .state import JobNotFound
+from .state import MAX_UPSTREAM, JobNotFound
 
 # Counting the jobs ahead stops here: "more than 10,000" is answer enough, and cheap.
 AHEAD_COUNTED_UP_TO = 10_000
@@ -50,6 +52,34 @@ REASONS = (
 # The upstream jobs the sentence names: a fan-in of 1,000 made it 110 kB, and the details
 # list them all anyway.
 UPSTREAM_NAMED = 5
+# The walk up to the dead letters that hold a blocked job reads at most this many unfinished
+# upstream jobs, a fan-in's worth: fan-ins over fan-ins grow fast, and the answer then says
+# it may not have seen them all.
+UPSTREAM_WALKED = MAX_UPSTREAM
+
+# The unfinished jobs upstream of a job, transitively: what its `pending_dependencies`
+# counts (an upstream job not yet completed), then what theirs count. Only a blocked job has
+# unfinished upstream jobs (every other state ran, or may run, because its upstream
+# completed), so the walk goes through blocked jobs and stops at the first job of any other
+# state; the dead letters among them are what holds the job up. UNION visits a job once,
+# however many paths lead to it; the LIMIT stops the recursion there (PostgreSQL computes a
+# recursive query only as far as it is read).
+_UNFINISHED_UPSTREAM = """
+WITH RECURSIVE unfinished(id) AS (
+    SELECT dep.depends_on_id
+    FROM job_dependencies dep JOIN jobs up ON up.id = dep.depends_on_id
+    WHERE dep.job_id = %(job_id)s AND up.status <> 'completed'
+    UNION
+    SELECT dep.depends_on_id
+    FROM unfinished
+    JOIN job_dependencies dep ON dep.job_id = unfinished.id
+    JOIN jobs up ON up.id = dep.depends_on_id
+    WHERE up.status <> 'completed'
+), walked AS (
+    SELECT id FROM unfinished LIMIT %(limit)s
+)
+SELECT j.id, j.type, j.in_dlq, j.created_at FROM walked JOIN jobs j ON j.id = walked.id
+"""
 
 
 def explain(job_id: uuid.UUID) -> dict[str, Any]:
@@ -81,7 +111,7 @@ def _reason(job: Job, now: datetime) -> tuple[str, str, dict[str, Any]]:
             f"since {format_time(job.started_at)}.",
             {"worker_id": str(job.worker_id) if job.worker_id else None},
         )
-    if job.pending_dependencies > 0:
+    if display_state(job.status, job.in_dlq, job.pending_dependencies).blocked:
         return _upstream(job)
     if job.run_at > now:
         due = format_time(job.run_at)
@@ -220,26 +250,70 @@ def _full_limit(job: Job) -> tuple[str, str, dict[str, Any]] | None:
 
 
 def _upstream(job: Job) -> tuple[str, str, dict[str, Any]]:
+    paused = paused_queues()
     upstream = [
         {
             "id": str(dep.depends_on_id),
             "type": dep.depends_on.type,
             "status": _state(dep.depends_on),
+            # As the console's pill shows it: an upstream job waiting on its own is "blocked".
+            "display_state": display_state(
+                dep.depends_on.status,
+                dep.depends_on.in_dlq,
+                dep.depends_on.pending_dependencies,
+                dep.depends_on.queue in paused,
+            ).name,
         }
         for dep in JobDependency.objects.filter(job=job).select_related("depends_on")
     ]
     waiting = [u for u in upstream if u["status"] != JobStatus.COMPLETED]
-    named = ", ".join(
-        f"{u['type']} {short_id(u['id'])} ({u['status']})" for u in waiting[:UPSTREAM_NAMED]
+    named = _named(
+        [f"{u['type']} {short_id(u['id'])} ({u['display_state']})" for u in waiting], "upstream"
     )
-    if len(waiting) > UPSTREAM_NAMED:
-        named += f" and {len(waiting) - UPSTREAM_NAMED} more (details.upstream lists them)"
+    sentence = (
+        f"It waits for {len(waiting)} upstream job{'s' if len(waiting) != 1 else ''} "
+        f"to complete: {named}"
+    )
+    dead_letters, truncated = _dead_letters_upstream(job.id)
+    if dead_letters:
+        one = len(dead_letters) == 1
+        which = "the dead letter" if one else f"the {len(dead_letters)} dead letters"
+        holding = _named([f"{d['type']} {short_id(d['id'])}" for d in dead_letters], "dead_letters")
+        sentence += (
+            f"; it is held up until {which} upstream{' (and maybe more)' if truncated else ''} "
+            f"{'is retried and completes' if one else 'are retried and complete'}: {holding}"
+        )
     return (
         "waiting_for_upstream",
-        f"It waits for {len(waiting)} upstream job{'s' if len(waiting) != 1 else ''} "
-        f"to complete: {named}.",
-        {"upstream": upstream},
+        sentence + ".",
+        {
+            "upstream": upstream,
+            "dead_letters": dead_letters,
+            "dead_letters_truncated": truncated,
+        },
     )
+
+
+def _dead_letters_upstream(job_id: uuid.UUID) -> tuple[list[dict[str, str]], bool]:
+    """The dead letters that hold a blocked job up, directly or through the blocked jobs
+    between (`{"id", "type"}` each, oldest first), and whether the walk stopped at
+    `UPSTREAM_WALKED` unfinished upstream jobs before it saw them all."""
+    with connection.cursor() as cursor:
+        cursor.execute(_UNFINISHED_UPSTREAM, {"job_id": job_id, "limit": UPSTREAM_WALKED + 1})
+        rows = cursor.fetchall()
+    truncated = len(rows) > UPSTREAM_WALKED
+    dead = sorted(
+        (created_at, str(id_), type_) for id_, type_, in_dlq, created_at in rows if in_dlq
+    )
+    return [{"id": id_, "type": type_} for _, id_, type_ in dead], truncated
+
+
+def _named(labels: list[str], listed_in: str) -> str:
+    """The first `UPSTREAM_NAMED` labels, and how many more `details.<listed_in>` lists."""
+    named = ", ".join(labels[:UPSTREAM_NAMED])
+    if len(labels) > UPSTREAM_NAMED:
+        named += f" and {len(labels) - UPSTREAM_NAMED} more (details.{listed_in} lists them)"
+    return named
 
 
 def _ahead(job: Job, now: datetime, able: list[Worker]) -> tuple[str, str, dict[str, Any]]:

@@ -357,7 +357,10 @@ class ExplanationSerializer(serializers.Serializer):
     message = serializers.CharField(help_text="The reason in one plain sentence.")
     details = serializers.DictField(
         help_text="The data behind it: `run_at`; `next_retry_at`, `attempt`, `max_retries`; "
-        "`upstream` (id, type, status each); `queue`, `paused_since`, `paused_by` (null when "
+        "`upstream` (id, type, status, `display_state` each), `dead_letters` (id, type each: "
+        "the dead letters that hold it up, directly or through the blocked jobs between), "
+        "`dead_letters_truncated` (the walk stopped at 1,000 unfinished upstream jobs: there "
+        "may be more); `queue`, `paused_since`, `paused_by` (null when "
         "no operator's pause is recorded), `pending_in_queue`; `queue`, `live_workers`, "
         "`served_by_live_workers`; `scope`, `name`, `full` (`max_running` or `max_starts`), "
         "`max_running`, `running`, `max_starts`, `recent_starts`, `period_seconds`; `ahead` "

@@ -319,9 +319,6 @@ def _render_job(
             around, lambda node_id: reverse("console:job-detail", args=[node_id])
         )
         context["graph_truncated"] = around.truncated
-        context["waiting_on_dlq"] = [
-            n for n in around.nodes if n.level == -1 and n.display_state == "dlq"
-        ]
     if job.in_dlq:
         context["timeline"] = charts.retry_timeline(
             [

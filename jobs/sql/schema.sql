@@ -120,7 +120,7 @@ $$ BEGIN
     INSERT INTO audit_log (at, user_id, username, source, address, action, target, count,
                            summary, before, after)
     VALUES (now(), (actor->>'user_id')::integer, actor->>'username', actor->>'source',
-            actor->>'address', 'create', j.id::text, 1, 'Created a ' || j.type || ' job', NULL,
+            actor->>'address', 'create', j.id::text, 1, 'Created a job of type ' || j.type, NULL,
             jsonb_build_object('type', j.type, 'payload', j.payload, 'priority', j.priority,
                                'scheduled_at', scheduler_time(j.scheduled_at),
                                'depends_on', upstream_ids[1]));

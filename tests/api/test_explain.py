@@ -43,9 +43,10 @@ def test_a_job_waiting_for_upstream_names_them_and_their_states(
     answer = why(viewer_client, job["id"])
     assert answer["reason"] == "waiting_for_upstream"
     assert answer["details"]["upstream"] == [
-        {"id": upstream["id"], "type": "noop", "status": "failed"}
+        {"id": upstream["id"], "type": "noop", "status": "failed", "display_state": "retrying"}
     ]
-    assert short_id(upstream["id"]) in answer["message"]
+    assert f"noop {short_id(upstream['id'])} (retrying)" in answer["message"]
+    assert answer["details"]["dead_letters"] == []
 
 
 def test_a_fan_in_names_a_few_upstream_jobs_in_its_sentence_and_all_in_details(
@@ -61,6 +62,53 @@ def test_a_fan_in_names_a_few_upstream_jobs_in_its_sentence_and_all_in_details(
     assert message.startswith("It waits for 40 upstream jobs to complete: ")
     assert message.endswith(" and 35 more (details.upstream lists them).")
     assert sum(short_id(u["id"]) in message for u in upstream) == 5
+
+
+def test_a_job_steps_below_a_dead_letter_names_it_through_the_blocked_chain(
+    viewer_client: APIClient, job_in_state: Callable[..., dict[str, Any]]
+) -> None:
+    dead = job_in_state("dlq")
+    middle = state.enqueue("noop", {}, depends_on=uuid.UUID(dead["id"]))
+    job = state.enqueue("noop", {}, depends_on=uuid.UUID(middle["id"]))
+    elsewhere = state.enqueue("noop", {})  # pending, held by nothing
+    join = state.enqueue("noop", {}, depends_on=[uuid.UUID(job["id"]), uuid.UUID(elsewhere["id"])])
+
+    answer = why(viewer_client, job["id"])
+    assert answer["reason"] == "waiting_for_upstream"
+    # Its upstream job is shown as the console's pill shows it, not as a stored status.
+    assert answer["details"]["upstream"] == [
+        {"id": middle["id"], "type": "noop", "status": "pending", "display_state": "blocked"}
+    ]
+    assert answer["details"]["dead_letters"] == [{"id": dead["id"], "type": "noop"}]
+    assert answer["details"]["dead_letters_truncated"] is False
+    assert answer["message"] == (
+        f"It waits for 1 upstream job to complete: noop {short_id(middle['id'])} (blocked); "
+        "it is held up until the dead letter upstream is retried and completes: "
+        f"noop {short_id(dead['id'])}."
+    )
+    three_down = why(viewer_client, join["id"])["details"]
+    assert three_down["dead_letters"] == [{"id": dead["id"], "type": "noop"}]
+    assert why(viewer_client, middle["id"])["details"]["dead_letters"] == [
+        {"id": dead["id"], "type": "noop"}
+    ]
+
+    state.retry_from_dlq(uuid.UUID(dead["id"]))
+    answer = why(viewer_client, job["id"])
+    assert answer["details"]["dead_letters"] == []
+    assert "dead letter" not in answer["message"]
+
+
+def test_the_walk_up_to_dead_letters_is_bounded_and_says_when_it_stopped(
+    viewer_client: APIClient,
+) -> None:
+    # A fan-in of the most upstream jobs a job may name, one step above: one more unfinished
+    # upstream job than the walk reads.
+    upstream = state.enqueue_many([state.JobSpec("noop", {"n": n}) for n in range(1000)])
+    fan_in = state.enqueue("noop", {}, depends_on=[uuid.UUID(u["id"]) for u in upstream])
+    job = state.enqueue("noop", {}, depends_on=uuid.UUID(fan_in["id"]))
+    details = why(viewer_client, job["id"])["details"]
+    assert (details["dead_letters"], details["dead_letters_truncated"]) == ([], True)
+    assert why(viewer_client, fan_in["id"])["details"]["dead_letters_truncated"] is False
 
 
 def test_a_job_waiting_for_its_retry_says_until_when_and_which_attempt(

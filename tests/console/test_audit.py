@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from jobs import queues, retention, state
 from jobs.models import AuditEntry, Limit, Webhook
+from jobs.registry import registry
 from tests.conftest import token_client
 
 from .helpers import dead_letter
@@ -105,7 +106,7 @@ def test_each_way_of_creating_a_job_records_the_same_entry(
     ]
     assert [(e.summary, e.before, e.after) for e in log] == [
         (
-            "Created a noop job",
+            "Created a job of type noop",
             None,
             {
                 key: job[key]
@@ -116,6 +117,25 @@ def test_each_way_of_creating_a_job_records_the_same_entry(
     ]
     assert log[0].after["scheduled_at"] == "2030-01-02T03:04:05.000Z"
     assert log[1].after["depends_on"] == plain["id"]
+
+
+def test_a_created_jobs_summary_reads_well_whatever_its_type_begins_with(
+    operator_client: APIClient,
+) -> None:
+    # "Created a echo job": the article depended on the type's name.
+    registry.register("archive_orders")(lambda job: None)
+    try:
+        for name in ("archive_orders", "noop"):
+            response = operator_client.post(
+                "/api/v1/jobs", {"type": name, "payload": {}, "priority": 2}, format="json"
+            )
+            assert response.status_code == 201
+    finally:
+        registry.unregister("archive_orders")
+    assert [e.summary for e in entries()] == [
+        "Created a job of type archive_orders",
+        "Created a job of type noop",
+    ]
 
 
 def test_a_job_created_by_the_system_is_not_audited() -> None:

@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from jobs import queues, state
+from jobs import bulk, queues, state
 from jobs.console.selectors import CURRENT_JOBS_SHOWN
 from jobs.console.templatetags.console import when
 from jobs.models import Job, JobStatus, Limit, UserPreference, Webhook, Worker
@@ -844,3 +844,38 @@ def test_a_webhook_form_refuses_credentials_in_the_url_and_spaces_around_the_sec
     body = text(refused)
     assert said in body[body.index(f'id="field-{field}"') :]
     assert not Webhook.objects.exists()
+
+
+def test_a_job_two_steps_below_a_dead_letter_names_it_on_its_page(as_viewer: Client) -> None:
+    dead = dead_letter()
+    middle = state.enqueue("noop", {}, depends_on=uuid.UUID(dead["id"]))
+    job = state.enqueue("noop", {}, depends_on=uuid.UUID(middle["id"]))
+    for waiting in (middle, job):
+        page = text(as_viewer.get(f"/jobs/{waiting['id']}"))
+        notice = page[page.index('id="waiting-on-dlq"') :]
+        notice = notice[: notice.index("</div>")]
+        assert "Waiting on 1 upstream job in the dead-letter queue" in notice
+        assert f'href="/dlq/{dead["id"]}"' in notice and short_id(dead["id"]) in notice
+    why = page[page.index('id="explain"') : page.index("</section>", page.index('id="explain"'))]
+    assert f"noop {short_id(middle['id'])} (blocked)" in why
+    assert f"retried and completes: flaky {short_id(dead['id'])}." in why
+    assert '<span class="list-meta">blocked</span>' in why
+
+
+def test_new_dependent_job_is_offered_only_for_a_type_the_new_job_form_takes(
+    as_operator: Client,
+) -> None:
+    # The form takes the submittable types: not an internal `bulk_action` job's, nor one no
+    # handler is registered for any more.
+    bulk_job = bulk.start("cancel", bulk.Selection(query={"type": "noop"}, dlq=False), 0)
+    registry.register("retired_report")(lambda payload: None)
+    try:
+        retired = state.enqueue("retired_report", {})
+    finally:
+        registry.unregister("retired_report")
+    plain = state.enqueue("noop", {})
+    for job, offered in ((bulk_job, False), (retired, False), (plain, True)):
+        page = text(as_operator.get(f"/jobs/{job['id']}"))
+        assert ("New dependent job" in page) is offered, job["type"]
+    form = text(as_operator.get(f"/jobs/new?depends_on={plain['id']}&type=noop"))
+    assert '<option value="noop" selected>' in form

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
-from django.db.models import Count, Max, Min, Q
+from django.db import connection
+from django.db.models import Count, DateTimeField, Max, Min, Q
 from django.test import Client
 from django.utils import timezone
 
@@ -67,6 +68,28 @@ def test_history_has_the_documented_shares_over_a_month(history: str) -> None:
     # Nothing for a worker to do: every pending job is scheduled in the future.
     assert all(job.run_at > now for job in jobs if job.status == JobStatus.PENDING)
     assert not Job.objects.filter(status=JobStatus.PROCESSING).exists()
+
+
+def test_no_seeded_time_is_after_the_seeds_now() -> None:
+    # A day of history: jobs created in its last hour were cancelled up to an hour later,
+    # in the future (a cancelled_at of 21:00 seeded at 20:38).
+    seed_history("--rows", "3000", "--days", "1")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")  # the seed's: the test's transaction is its own
+        (now,) = cursor.fetchone()
+    # Only what is yet to come: a scheduled job's time, and every job's virtual deadline
+    # (due time plus its priority's weight, later than now for a job due until just now).
+    to_come = {(Job, "scheduled_at"), (Job, "run_at"), (Job, "virtual_deadline")}
+    for model in (Job, JobAttempt, JobLog, Worker):
+        rows = model.objects.all()
+        if model is Job:
+            rows = rows.exclude(status=JobStatus.PENDING)
+        for field in model._meta.get_fields():
+            if isinstance(field, DateTimeField) and (model, field.name) not in to_come:
+                later = rows.filter(**{f"{field.name}__gt": now})
+                assert not later.exists(), (model.__name__, field.name, later.count())
+    pending = Job.objects.filter(status=JobStatus.PENDING)
+    assert pending.exists() and not pending.filter(created_at__gt=now).exists()
 
 
 def test_every_job_carries_the_attempts_and_logs_of_its_fate(history: str) -> None:

@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join, json_script
 from django.utils.safestring import SafeString
 
 from jobs import display, representation
+from jobs.registry import registry
 
 register = template.Library()
 
@@ -28,6 +29,13 @@ def pill(state: str) -> SafeString:
 @register.simple_tag
 def job_pill(job: Any) -> SafeString:
     return pill(display.job_display_state(job).name)
+
+
+@register.filter
+def submittable(job_type: str) -> bool:
+    """`{% if job.type|submittable %}`: whether the New job form takes jobs of this type (the
+    registry's submittable ones: not an internal type, nor one no handler is registered for)."""
+    return job_type in registry.submittable()
 
 
 @register.filter

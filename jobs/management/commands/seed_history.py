@@ -48,7 +48,7 @@ SELECT gen_random_uuid() AS id,
             ELSE 'scheduled' END AS fate,
        CASE {type_cases} END AS type,
        CASE WHEN p < 0.2 THEN 1 WHEN p < 0.8 THEN 2 ELSE 3 END AS priority,
-       now() - interval '1 minute' - t * %(days)s * interval '1 day' AS created_at,
+       now() - interval '1 minute' - t * %(days)s * interval '1 day' AS drawn_at,
        a AS attempt_draw,
        -- Handler durations are skewed: most take milliseconds, a few take seconds.
        5 + floor(d * d * d * 3000)::int AS duration_ms,
@@ -87,19 +87,18 @@ ORDER BY s.created_at
 """
 
 # Attempt k starts after the backoff of the failures before it (5^(k-1) s, as the worker's).
+# A job whose history would end after the seed's now (cancelled up to an hour after it was
+# created, a few minutes ago) is created earlier, so that every time it has is past.
 _JOB_SHAPES = """
 CREATE TEMP TABLE seed_history_jobs AS
-SELECT h.*,
+SELECT h.*, moved.created_at,
        CASE h.fate WHEN 'scheduled' THEN now() + interval '1 hour' + h.attempt_draw
                                                   * interval '7 days'
-                   ELSE h.created_at END AS run_at,
-       CASE WHEN h.attempts > 0 THEN h.created_at + interval '40 milliseconds' END
+                   ELSE moved.created_at END AS run_at,
+       CASE WHEN h.attempts > 0 THEN moved.created_at + interval '40 milliseconds' END
            AS first_started_at,
-       CASE WHEN h.attempts > 0 THEN h.created_at + interval '40 milliseconds'
-                 + (power(5, h.attempts - 1) - 1) / 4 * interval '5 seconds'
-                 + h.attempts * h.duration_ms * interval '1 millisecond' END AS finished_at,
-       CASE WHEN h.fate = 'cancelled' THEN h.created_at + h.attempt_draw * interval '1 hour'
-            END AS cancelled_at,
+       moved.created_at + life.attempts_end AS finished_at,
+       moved.created_at + life.cancelled_after AS cancelled_at,
        CASE h.type
            WHEN 'send_email' THEN jsonb_build_object('sent', 1, 'to', h.payload ->> 'to')
            WHEN 'http_request' THEN jsonb_build_object('status', 200)
@@ -125,6 +124,17 @@ FROM (
                ELSE '{}'::jsonb END AS payload
     FROM seed_history d
 ) h
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN h.attempts > 0 THEN interval '40 milliseconds'
+                     + (power(5, h.attempts - 1) - 1) / 4 * interval '5 seconds'
+                     + h.attempts * h.duration_ms * interval '1 millisecond' END AS attempts_end,
+           CASE WHEN h.fate = 'cancelled' THEN h.attempt_draw * interval '1 hour' END
+               AS cancelled_after
+) life
+CROSS JOIN LATERAL (
+    SELECT least(h.drawn_at, now() - coalesce(life.attempts_end, life.cancelled_after,
+                                              interval '0')) AS created_at
+) moved
 """
 
 _ATTEMPTS = """
