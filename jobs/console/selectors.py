@@ -138,11 +138,24 @@ class NodeHealth:
     more_jobs: int
 
 
+@dataclass(frozen=True)
+class NodeHealthPanel:
+    workers: list[NodeHealth]
+    # The panel is also read again on this timer, in ms (console.js, `data-read-every`): a
+    # heartbeat is no job event, nor is its stopping, and with every worker killed no event
+    # comes at all. Once a heartbeat, so that the column moves as workers beat, and three
+    # times within the stale threshold, so that a quiet worker is flagged at most a third of
+    # it late; never more often than NODE_HEALTH_READ_FLOOR_MS.
+    read_every_ms: int
+
+
+NODE_HEALTH_READ_FLOOR_MS = 2000
 CURRENT_JOBS_SHOWN = 5
 
 
-def node_health(limit: int = 12) -> list[NodeHealth]:
-    """Live workers, then the most recently stopped ones; stale heartbeats are flagged."""
+def node_health(limit: int = 12) -> NodeHealthPanel:
+    """Live workers, then the most recently stopped ones, stale heartbeats flagged; and how
+    often the panel is read again."""
     now = timezone.now()
     stale_before = now - timedelta(seconds=settings.CONSOLE_STALE_WORKER_SECONDS)
     live = [WorkerStatus.RUNNING, WorkerStatus.STOPPING]
@@ -169,15 +182,19 @@ def node_health(limit: int = 12) -> list[NodeHealth]:
     ):
         assert job.worker_id is not None  # noqa: S101 - filtered on it
         current.setdefault(job.worker_id, []).append(job)
-    return [
-        NodeHealth(
-            worker=w,
-            stale=w.status in live and w.heartbeat_at < stale_before,
-            current_jobs=current.get(w.id, []),
-            more_jobs=counts.get(w.id, 0) - len(current.get(w.id, [])),
-        )
-        for w in workers
-    ]
+    every = min(settings.SCHEDULER_HEARTBEAT_INTERVAL, settings.CONSOLE_STALE_WORKER_SECONDS / 3)
+    return NodeHealthPanel(
+        workers=[
+            NodeHealth(
+                worker=w,
+                stale=w.status in live and w.heartbeat_at < stale_before,
+                current_jobs=current.get(w.id, []),
+                more_jobs=counts.get(w.id, 0) - len(current.get(w.id, [])),
+            )
+            for w in workers
+        ],
+        read_every_ms=max(NODE_HEALTH_READ_FLOOR_MS, round(every * 1000)),
+    )
 
 
 @dataclass(frozen=True)

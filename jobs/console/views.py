@@ -140,6 +140,18 @@ def _nothing_listed(request: ConsoleRequest, errors: dict[str, list[str]]) -> No
 
 
 _ORDERING_LABELS = {"virtual_deadline": "run order (virtual deadline)"}
+# The ledger's filters but those on what a job is created with: a ledger filtered on those
+# alone gains jobs by their creation only, under any of these (its status, a time a job's
+# changes set) a job may come in or go out at each of its events.
+_MOVING_FILTERS = set(JobFilter.base_filters) - {
+    "type",
+    "queue",
+    "priority",
+    "recur_interval",
+    "created_after",
+    "created_before",
+    "ordering",
+}
 
 
 def _ledger_filter(request: ConsoleRequest) -> JobFilter:
@@ -192,6 +204,7 @@ def ledger(request: ConsoleRequest) -> HttpResponse:
             "time_fields": [(name, name.replace("_", " ").capitalize()) for name in TIME_FIELDS],
             # New jobs are prepended live only where they belong: newest first, first page.
             "live_prepend": page_obj.number == 1 and ordering in ("", DEFAULT_ORDERING),
+            "live_moves": valid and any(request.GET.get(name) for name in _MOVING_FILTERS),
             # Only those that can apply to the jobs of the status filtered on.
             "bulk_actions": [
                 name

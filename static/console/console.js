@@ -1,5 +1,7 @@
 /* Live updates for the console, from the SSE stream that htmx's sse extension opens on
-   <body sse-connect>. No polling: every change on screen follows an event.
+   <body sse-connect>. Every change on screen follows an event, but for what no event
+   tells: a panel marked [data-read-every] (node health: heartbeats, and their stopping, are
+   no event) is read again on that timer too, while the page is in sight.
 
    - stats.updated: the numbers in [data-stat] are set from the event itself. The first one
      of each connection, and the one after Redis is back, also re-fetches once everything
@@ -7,7 +9,11 @@
    - job.*: panels marked [data-live-refresh] (and [data-live-job] for that job) re-fetch
      their fragment, at most once per REFRESH_MS; the ledger's rows, with its count and
      pager, are read again from its own page, one request for all the events of an animation
-     frame; the log feed gets a line. A catch-up also merges the log's lines from the server.
+     frame, when the event's job is on it or may now be (a creation; any event under a
+     filter a job moves in and out of, [data-live-moves]); the log feed gets a line. A
+     catch-up also merges the log's lines from the server.
+   - Keyboard focus on something a refresh replaces moves to its counterpart in the new
+     content, rather than falling to <body>.
    - A stream refused for good (401: the session ended elsewhere) is not retried: the page
      says so, with a link to log in again.
 */
@@ -27,9 +33,78 @@
     if (timers.has(elt)) return;
     timers.set(elt, window.setTimeout(function () {
       timers.delete(elt);
-      if (document.body.contains(elt)) htmx.trigger(elt, "console:refresh");
+      read(elt);
     }, REFRESH_MS));
   }
+
+  function read(elt) {
+    if (!document.body.contains(elt)) return;
+    htmx.trigger(elt, "console:refresh");
+    readLater(elt);
+  }
+
+  // The timer of a [data-read-every] panel counts from its last read, whatever asked for
+  // it: under traffic, events read it often enough, and the timer adds no request. Due
+  // while the page is out of sight, it is read when the page is back.
+  var readTimers = new Map();
+  var readWhenSeen = new Set();
+
+  function readLater(elt) {
+    var every = parseInt(elt.dataset.readEvery || "", 10);
+    if (!every) return;
+    window.clearTimeout(readTimers.get(elt));
+    readTimers.set(elt, window.setTimeout(function () {
+      // A page signed out stays as it is, saying so; a read on its way restarts the timer.
+      if (sessionEnded || timers.has(elt)) return;
+      if (document.hidden) readWhenSeen.add(elt);
+      else read(elt);
+    }, every));
+  }
+
+  document.querySelectorAll("[data-read-every]").forEach(readLater);
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) return;
+    readWhenSeen.forEach(read);
+    readWhenSeen.clear();
+  });
+
+  // Keyboard focus on something a refresh replaces fell to <body>, and the reader's place
+  // with it: it goes to the same control in what replaced it (the same id, address or
+  // form, and text; a link or a named control whatever its text), else to the refreshed
+  // region itself, or its first link, so that Tab goes on from there.
+  function focusedIn(region) {
+    var focused = document.activeElement;
+    return focused && focused !== document.body && region.contains(focused) ? focused : null;
+  }
+
+  function controlKey(elt) {
+    var form = elt.closest("form");
+    return [elt.tagName, elt.id, elt.getAttribute("href"), elt.getAttribute("name"),
+      form && form.getAttribute("action")].join(" ");
+  }
+
+  function refocus(focused, region) {
+    if (!focused || focused.isConnected || focusedIn(region)) return;
+    var key = controlKey(focused);
+    var text = focused.textContent.trim();
+    var twins = Array.from(region.querySelectorAll(focused.tagName)).filter(function (elt) {
+      return controlKey(elt) === key;
+    });
+    var named = focused.id || focused.hasAttribute("href") || focused.hasAttribute("name");
+    var twin = twins.find(function (elt) { return elt.textContent.trim() === text; }) ||
+      (named ? twins[0] : null) ||
+      (region.hasAttribute("tabindex") ? region : region.querySelector("a[href]"));
+    if (twin) twin.focus({ preventScroll: true });
+  }
+
+  function replaceKeepingFocus(shown, fresh) {
+    var focused = focusedIn(shown);
+    shown.replaceWith(fresh);
+    refocus(focused, fresh);
+  }
+
+  // What had keyboard focus in each region a refresh is swapping in.
+  var swapping = new Map();
 
   // A refresh whose answer reads as the page already does is not swapped in: the catch-up
   // after each (re)connection re-reads every live panel, and swapping an unchanged one
@@ -44,6 +119,15 @@
     var parts = selector ? Array.from(answer.content.querySelectorAll(selector)) : [answer.content];
     var text = parts.map(function (part) { return part.textContent; }).join("");
     if (readsAs(text, detail.target.textContent)) detail.shouldSwap = false;
+    else swapping.set(detail.target, focusedIn(detail.target));
+  });
+
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var region = event.detail.target;
+    if (!swapping.has(region)) return;
+    var focused = swapping.get(region);
+    swapping.delete(region);
+    refocus(focused, region);
   });
 
   function readsAs(one, other) {
@@ -196,7 +280,9 @@
   // those that come while it loads, however long the burst. A request per row, each locked
   // on document.body by htmx, whose queue keeps only the last one waiting, lost all but
   // one or two of them.
-  var ledger = { changed: new Set(), created: false, scheduled: false, loading: false };
+  // `others`: jobs the page does not show changed, so that its count may be another, and
+  // on a page that takes new rows ([data-live-prepend]) some may now belong there.
+  var ledger = { changed: new Set(), others: false, scheduled: false, loading: false };
 
   function ledgerBody() {
     return document.querySelector("[data-live-rows]");
@@ -216,8 +302,8 @@
     if (!body) return;
     if (ledgerRow(body, job.id)) {
       ledger.changed.add(job.id);
-    } else if (type === "job.created" && body.hasAttribute("data-live-prepend")) {
-      ledger.created = true;
+    } else if (type === "job.created" || body.hasAttribute("data-live-moves")) {
+      ledger.others = true;
     } else {
       return;
     }
@@ -234,26 +320,27 @@
   function refreshLedger() {
     var body = ledgerBody();
     var changed = ledger.changed;
-    var created = ledger.created;
+    var others = ledger.others;
     ledger.scheduled = false;
     ledger.changed = new Set();
-    ledger.created = false;
+    ledger.others = false;
     ledger.loading = true;
     fetchHtml(window.location.pathname + window.location.search)
       .then(function (page) {
         var rows = page.getElementById("ledger-rows");
         if (!rows) throw new Error("The ledger's page has no rows");
         mergeAroundRows(page);
-        return mergeLedgerRows(body, rows, changed, created);
+        var arrived = others && body.hasAttribute("data-live-prepend");
+        return mergeLedgerRows(body, rows, changed, arrived);
       })
       .then(function () {
         ledger.loading = false;
-        if (ledger.changed.size || ledger.created) refreshLedgerSoon();
+        if (ledger.changed.size || ledger.others) refreshLedgerSoon();
       }, function () {
         // Kept for the next event, or the catch-up after a reconnection, rather than asked
         // again and again of a server that fails.
         changed.forEach(function (id) { ledger.changed.add(id); });
-        ledger.created = ledger.created || created;
+        ledger.others = ledger.others || others;
         ledger.loading = false;
       });
   }
@@ -285,11 +372,11 @@
     document.querySelectorAll("[data-live-with-rows]").forEach(function (shown) {
       var fresh = page.getElementById(shown.id);
       if (!fresh || fresh.innerHTML === shown.innerHTML) return;
-      shown.replaceWith(fresh);
+      replaceKeepingFocus(shown, fresh);
     });
   }
 
-  function mergeLedgerRows(body, fresh, changed, created) {
+  function mergeLedgerRows(body, fresh, changed, arrived) {
     // Rows that did not change stay as they are (an open confirmation, a message in place).
     // From the page's end, `next` is the row on screen that the one at hand comes before.
     var rows = Array.from(fresh.children);
@@ -305,8 +392,8 @@
           next = shown;
           continue;
         }
-        shown.replaceWith(row);
-      } else if (created) {
+        replaceKeepingFocus(shown, row);
+      } else if (arrived) {
         body.insertBefore(row, next);
         row.classList.add("row-new");
       } else {
@@ -316,7 +403,7 @@
       next = row;
     }
     var limit = parseInt(body.dataset.pageSize || "0", 10);
-    while (created && limit && body.children.length > limit) body.lastElementChild.remove();
+    while (arrived && limit && body.children.length > limit) body.lastElementChild.remove();
     // The page no longer has these (they left its filters, or were purged): each row is
     // read alone, and shows what became of its job.
     return Promise.all(Array.from(changed, function (id) {
@@ -325,7 +412,7 @@
         var fresh = answer.firstElementChild;
         var shown = ledgerRow(body, id);
         if (!shown) return;
-        shown.replaceWith(fresh);
+        replaceKeepingFocus(shown, fresh);
         htmx.process(fresh);
       });
     }));
@@ -351,7 +438,7 @@
     var body = ledgerBody();
     if (!body) return;
     Array.from(body.children).forEach(function (row) { ledger.changed.add(jobIdOf(row)); });
-    if (body.hasAttribute("data-live-prepend")) ledger.created = true;
+    ledger.others = true;
     refreshLedgerSoon();
   }
 
