@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .limits import MAX_ATTEMPTS
-from .queue_names import NAME_RULE, QUEUE_NAME_PATTERN, QueueSelection
+from .queue_names import INVALID_NAME, QUEUE_NAME_PATTERN, QueueSelection
 from .registry import TYPE_NAME_MAX_LENGTH
 
 
@@ -414,7 +414,7 @@ class Queue(models.Model):
     name = models.CharField(
         max_length=100,
         primary_key=True,
-        validators=[RegexValidator(QUEUE_NAME_PATTERN, f"A queue name is {NAME_RULE}")],
+        validators=[RegexValidator(QUEUE_NAME_PATTERN, INVALID_NAME)],
     )
     # Its jobs stay pending: the claim and the feeder pass over them (`jobs/sql/queries.sql`).
     paused = models.BooleanField(default=False)

@@ -110,6 +110,9 @@ SENDABLE_URL = (
 # underscore of many service names.
 _ASCII_LABEL_CHARACTER = re.compile("[A-Za-z0-9_-]")
 _LONGEST_LABEL = 63
+# A port written in digits, which urlsplit takes from 0 to 65535; no server listens on port 0
+# (binding it picks another), so a URL naming it was taken and then refused at every attempt.
+_PORT = re.compile(r":([0-9]+)\Z")
 
 
 class UnsendableURL(ValueError):
@@ -131,6 +134,14 @@ def sendable_url(url: str) -> str:
         )
     try:
         parts = urlsplit(url)
+    except ValueError as error:  # an unclosed "["
+        raise UnsendableURL(f"Its host or port cannot be read: {error}.") from None
+    if (written_port := _PORT.search(parts.netloc)) and not 0 < int(written_port[1]) < 2**16:
+        raise UnsendableURL(
+            f"Its port {written_port[1]} is no port a request can reach: use 1 to 65535, or "
+            "leave it out for the scheme's default."
+        )
+    try:
         parts.port  # noqa: B018 - read for its ValueError: a port that is not a port number
     except ValueError as error:
         raise UnsendableURL(f"Its host or port cannot be read: {error}.") from None

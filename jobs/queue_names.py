@@ -16,13 +16,17 @@ DEFAULT_QUEUE = "default"
 QUEUE_NAME_PATTERN = r"^(?!\.+$)[A-Za-z0-9_.:-]{1,100}$"
 _NAME = re.compile(QUEUE_NAME_PATTERN)
 NAME_RULE = "1 to 100 letters, digits, '_', '-', '.' or ':', not dots alone."
+# What a refused name is told, wherever it is named (the API's fields and paths, the console,
+# `runworker`; the Queue model's validator, which the admin uses, says the same): the rule
+# itself, never only that a pattern was not matched.
+INVALID_NAME = f"A queue name is {NAME_RULE}"
 
 
-def name_errors(name: object, what: str = "A queue name") -> list[str]:
-    """Why `name` cannot name a queue (or `what` it names); empty when it can."""
+def name_errors(name: object) -> list[str]:
+    """Why `name` cannot name a queue; empty when it can."""
     # fullmatch: the pattern's `$` would also let a final newline through.
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        return [f"{what} is {NAME_RULE}"]
+        return [INVALID_NAME]
     return []
 
 

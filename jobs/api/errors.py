@@ -1,8 +1,9 @@
 """The one error shape of the API: `{"error": {"code", "message", "details"}}`.
 
 DRF exceptions, the domain errors of `jobs.state`, Django's 404 and oversized bodies all
-become this envelope here. A database that cannot be reached is a 503 `unavailable` with
-`Retry-After` (an outage, not a bug; `jobs.api.unavailable` does the same for the console).
+become this envelope here. A database that cannot be reached, or whose schema lacks this
+code's migrations, is a 503 `unavailable` with `Retry-After` (an outage, not a bug;
+`jobs.api.unavailable` does the same for the console).
 Anything else is a 500 `internal_error` whose body says nothing
 about the cause; the traceback goes to the log, tagged with the request id. That holds with
 DEBUG on too, so no client ever sees a stack trace or SQL.
@@ -17,8 +18,9 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, ProgrammingError
 from django.http import Http404, HttpRequest, JsonResponse
+from psycopg.errors import UndefinedColumn, UndefinedTable
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -38,6 +40,10 @@ logger = logging.getLogger("jobs.api")
 NOT_FOUND_MESSAGE = "Not found."
 INTERNAL_ERROR_MESSAGE = "Internal error. The server log has the details under this request id."
 UNAVAILABLE_MESSAGE = "The database is unreachable. Retry after the Retry-After seconds."
+NOT_MIGRATED_MESSAGE = (
+    "The database is not migrated for this version of the scheduler: it waits for "
+    "`manage.py migrate`. Retry after the Retry-After seconds."
+)
 # What a client should wait before trying again while the database is down: a restart of
 # PostgreSQL takes seconds.
 RETRY_AFTER_SECONDS = 5
@@ -82,15 +88,28 @@ def is_api_request(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
 
 
-def database_unreachable(exc: BaseException) -> bool:
-    """Whether `exc` is the database down or cut off (refusing connections, or a connection
-    lost mid-request), as opposed to a bug in a query."""
-    return isinstance(exc, OperationalError | InterfaceError)
+def database_outage(exc: BaseException) -> str | None:
+    """What the 503 of `exc` says, or None when `exc` is no outage but a bug in a query. An
+    outage is the database down or cut off (refusing connections, or a connection lost
+    mid-request), or its schema behind this code: a table or column a statement names does
+    not exist yet (a release's process up before its `migrate`, a server pointed at an
+    empty database)."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return UNAVAILABLE_MESSAGE
+    # Told by the error's class, not by reading `django_migrations` as /readyz does
+    # (`jobs.schema_version`): a request pays nothing while the schema is current, and the
+    # failed statement has spoiled the transaction it ran in.
+    if isinstance(exc, ProgrammingError) and isinstance(
+        exc.__cause__, UndefinedTable | UndefinedColumn
+    ):
+        return NOT_MIGRATED_MESSAGE
+    return None
 
 
 def log_outage(request: Any, exc: BaseException) -> None:
     method, path = getattr(request, "method", "?"), getattr(request, "path", "?")
-    logger.warning("database unreachable in %s %s: %s", method, path, exc)
+    what = "not migrated" if database_outage(exc) == NOT_MIGRATED_MESSAGE else "unreachable"
+    logger.warning("database %s in %s %s: %s", what, method, path, exc)
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
@@ -123,8 +142,8 @@ def _validation_message(details: dict[str, Any]) -> str:
 
 def _envelope_of(exc: Exception) -> tuple[int, str, str, Any] | None:
     """(status, code, message, details) for every exception the API knows how to answer."""
-    if database_unreachable(exc):
-        return 503, "unavailable", UNAVAILABLE_MESSAGE, {}
+    if outage := database_outage(exc):
+        return 503, "unavailable", outage, {}
     if isinstance(exc, JobValidationError):
         return 400, "validation_error", _validation_message(exc.details), exc.details
     if isinstance(exc, TooManyFieldsSent):
@@ -163,7 +182,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every exception of a DRF view becomes the envelope."""
     envelope = _envelope_of(exc)
     request = context.get("request")
-    if database_unreachable(exc):
+    if database_outage(exc):
         log_outage(request, exc)
     if envelope is None:
         logger.exception(

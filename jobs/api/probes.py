@@ -5,13 +5,14 @@
 - `GET /readyz`, readiness: this process can serve, i.e. it reaches PostgreSQL and the
   schema has every migration of this code (200, else 503 in the error envelope with
   `Retry-After`). Redis is reported but never makes it unready: without Redis only live
-  events and rate-limit counters are lost, never a request. Its database check, which
-  `GET /api/v1/health` shares, waits `PROBE_CONNECTION_WAIT_SECONDS` at most for a
-  connection, not the pool's timeout.
+  events and rate-limit counters are lost, never a request. Its database check
+  (`database_check`), which `GET /api/v1/health` shares, waits
+  `PROBE_CONNECTION_WAIT_SECONDS` at most for a connection, not the pool's timeout;
+  `GET /metrics` waits as long before it reads anything (`require_database`).
 
 Both are open, unthrottled, exempt from the HTTPS redirect (settings.SECURE_REDIRECT_EXEMPT),
 and answer GET and HEAD only. `GET /api/v1/health` (api.md) stays as it is: 503 when either
-service is down.
+service is down, or the schema lacks migrations.
 """
 
 from __future__ import annotations
@@ -39,31 +40,44 @@ from .errors import RETRY_AFTER_SECONDS, error_body, method_not_allowed
 PROBE_CONNECTION_WAIT_SECONDS = 1.0
 
 
-def database_status() -> str:
+def require_database() -> None:
+    """`SELECT 1`, waiting `PROBE_CONNECTION_WAIT_SECONDS` at most for a connection; raises
+    Django's OperationalError when the database cannot be reached."""
     # Django's PostgreSQL backend has `pool` (undeclared by django-stubs); None without one.
     pool = getattr(connection, "pool", None)
+    if pool is None:  # a process without a pool: the test suite's own
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return
+    # Django's names for psycopg's errors (PoolTimeout is an OperationalError).
+    with connection.wrap_database_errors:
+        pool.open()  # as Django does before borrowing: the first request opens it
+        with pool.connection(timeout=PROBE_CONNECTION_WAIT_SECONDS) as borrowed:
+            borrowed.execute("SELECT 1")
+
+
+def database_check() -> tuple[str, str]:
+    """The database as the probes report it, and the problem a 503 names ("" when none):
+    ("ok", ""), ("unreachable: <error type>", "Unreachable"), or what its schema lacks of
+    this code's migrations (`jobs.schema_version`) and "Not migrated"."""
     try:
-        if pool is None:  # a process without a pool: the test suite's own
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
-        else:
-            # Django's names for psycopg's errors (PoolTimeout is an OperationalError).
-            with connection.wrap_database_errors:
-                pool.open()  # as Django does before borrowing: the first request opens it
-                with pool.connection(timeout=PROBE_CONNECTION_WAIT_SECONDS) as borrowed:
-                    borrowed.execute("SELECT 1")
+        require_database()
     except DatabaseError as exc:
-        return f"unreachable: {type(exc).__name__}"
-    return "ok"
-
-
-def schema_status() -> str:
-    """What the database lacks of this code's migrations (`jobs.schema_version`), or "ok"."""
+        return f"unreachable: {type(exc).__name__}", "Unreachable"
     try:
         require_current_schema()
     except SchemaBehind as behind:
-        return str(behind)
-    return "ok"
+        return str(behind), "Not migrated"
+    return "ok", ""
+
+
+def unavailable_message(problems: dict[str, str]) -> str:
+    """The message of a probe's 503, from what is wrong with each service that failed:
+    "Not migrated: database. Unreachable: redis."."""
+    named: dict[str, list[str]] = {}
+    for service, problem in problems.items():
+        named.setdefault(problem, []).append(service)
+    return " ".join(f"{problem}: {', '.join(services)}." for problem, services in named.items())
 
 
 def redis_status() -> str:
@@ -100,14 +114,12 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @_reads_only
 def readyz(request: HttpRequest) -> JsonResponse:
-    checks = {"database": database_status(), "redis": redis_status()}
-    problem = "Unreachable"
-    if checks["database"] == "ok":
-        checks["database"] = schema_status()
-        problem = "Not migrated"
-    if checks["database"] == "ok":
+    database, problem = database_check()
+    checks = {"database": database, "redis": redis_status()}
+    if not problem:
         return JsonResponse({"status": "ready", **checks})
-    body = error_body("unavailable", f"{problem}: database.", {"database": [checks["database"]]})
+    message = unavailable_message({"database": problem})
+    body = error_body("unavailable", message, {"database": [database]})
     response = JsonResponse({"status": "unready", **checks, **body}, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response

@@ -156,6 +156,7 @@ class JobCreateSerializer(RefusesUnknownFields):
         queue_names.QUEUE_NAME_PATTERN,
         required=False,
         allow_null=True,
+        error_messages={"invalid": queue_names.INVALID_NAME, "blank": queue_names.INVALID_NAME},
         help_text="The queue the job waits in; absent or null means the one its type names, "
         f"else `{queue_names.DEFAULT_QUEUE}`. {queue_names.NAME_RULE}",
     )
@@ -435,7 +436,9 @@ class PurgedSerializer(serializers.Serializer):
 
 
 class HealthSerializer(serializers.Serializer):
-    database = serializers.CharField(help_text="`ok`, or why it is unreachable.")
+    database = serializers.CharField(
+        help_text="`ok`, why it is unreachable, or which migrations of this code its schema lacks."
+    )
     redis = serializers.CharField(help_text="`ok`, or why it is unreachable.")
 
 

@@ -1,8 +1,9 @@
 """The 503 of every view that is not the API's: the console, the admin, the login page.
 
-DRF views answer a database outage through `jobs.api.errors.exception_handler`; this middleware
-gives every other view the same rule: the error envelope under /api/, a page saying so
-everywhere else, each with `Retry-After`, never a 500.
+DRF views answer a database outage (unreachable, or its schema behind this code) through
+`jobs.api.errors.exception_handler`; this middleware gives every other view the same rule:
+the error envelope under /api/, a page saying so everywhere else, each with `Retry-After`,
+never a 500.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from django.shortcuts import render
 
 from .errors import (
     RETRY_AFTER_SECONDS,
-    UNAVAILABLE_MESSAGE,
-    database_unreachable,
+    database_outage,
     error_body,
     is_api_request,
     log_outage,
@@ -32,12 +32,12 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
-        if not database_unreachable(exc):
+        if not (outage := database_outage(exc)):
             return None
         log_outage(request, exc)
         response: HttpResponse
         if is_api_request(request):
-            response = JsonResponse(error_body("unavailable", UNAVAILABLE_MESSAGE), status=503)
+            response = JsonResponse(error_body("unavailable", outage), status=503)
         else:
             context = {"retry_after": RETRY_AFTER_SECONDS}
             response = render(request, "console/503.html", context, status=503)

@@ -44,7 +44,7 @@ from .auth import BearerTokenAuthentication
 from .errors import RETRY_AFTER_SECONDS, PayloadTooLarge, error_body
 from .pagination import page_window, paginate
 from .parsers import JSONBodyParser
-from .probes import database_status, redis_status
+from .probes import database_check, redis_status, require_database, unavailable_message
 from .schema import (
     IDEMPOTENCY_CONFLICT,
     IDEMPOTENCY_KEY_PARAMETER,
@@ -303,6 +303,14 @@ class JobStatsView(ApiView):
 
 class MetricsView(ApiView):
     """Prometheus text, authenticated like every API read (a viewer's token will do)."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # Before the token's statement, which would wait the pool's timeout for a connection
+        # while PostgreSQL is away (DATABASE_POOL_TIMEOUT, 10 s by default): Prometheus gives
+        # a scrape 10 s (`scrape_timeout`), so it timed out instead of reading the 503, and
+        # held a request thread all along. A scrape waits as long as a probe.
+        require_database()
+        super().initial(request, *args, **kwargs)
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
         # The exposition format is prometheus_client's choice from Accept (text, or
@@ -767,24 +775,29 @@ class HealthView(APIView):
     @extend_schema(
         operation_id="health",
         tags=["health"],
-        summary="Are the database and Redis reachable?",
+        summary="Are the database and Redis reachable, and the database migrated?",
         auth=[],
         responses={
             200: HealthSerializer,
             503: OpenApiResponse(
-                description="Something is down: the checks, plus the error envelope "
-                "(`unavailable`) whose details name what is down; `Retry-After` is set."
+                description="Something is down, or the database lacks migrations of this "
+                "code: the checks, plus the error envelope (`unavailable`) whose details name "
+                "what is wrong; `Retry-After` is set."
             ),
         },
     )
     def get(self, request: Request) -> Response:
-        checks = {"database": database_status(), "redis": redis_status()}
-        down = {name: [outcome] for name, outcome in checks.items() if outcome != "ok"}
-        if not down:
+        database, problem = database_check()
+        checks = {"database": database, "redis": redis_status()}
+        problems = {"database": problem} if problem else {}
+        if checks["redis"] != "ok":
+            problems["redis"] = "Unreachable"
+        if not problems:
             return Response(checks)
-        message = f"Unreachable: {', '.join(down)}."
+        message = unavailable_message(problems)
+        details = {name: [checks[name]] for name in problems}
         return Response(
-            {**checks, **error_body("unavailable", message, down)},
+            {**checks, **error_body("unavailable", message, details)},
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -107,12 +108,14 @@ def test_console_shows_a_503_page_while_the_database_is_down(database_proxy, ope
     assert browser.get("/jobs").status_code == 200
 
 
-def timed_get(port: int, path: str) -> tuple[int, HTTPMessage, dict[str, Any], float]:
+def timed_get(
+    port: int, path: str, headers: dict[str, str] | None = None
+) -> tuple[int, HTTPMessage, dict[str, Any], float]:
     """GET `path` from a server: status, headers, JSON body, and the seconds it took."""
     started = time.monotonic()
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        connection.request("GET", path)
+        connection.request("GET", path, headers=headers or {})
         response = connection.getresponse()
         body = json.loads(response.read())
         return response.status, response.headers, body, time.monotonic() - started
@@ -162,3 +165,29 @@ def test_a_servers_probes_answer_promptly_while_its_pool_would_wait(
         assert ready[2] == {"status": "ready", "database": "ok", "redis": "ok"}
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_a_servers_metrics_answer_503_within_a_scrape_timeout_while_its_database_is_away(
+    tmp_path: Path,
+) -> None:
+    """Prometheus gives a scrape 10 s by default (`scrape_timeout`), the pool's wait for a
+    connection (DATABASE_POOL_TIMEOUT) while PostgreSQL is away: the scrape failed as a
+    timeout, holding a request thread all along, where the probes answered within 1 s."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound and never listening: every connection refused
+        env = {
+            **subprocess_environment(),
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:{closed.getsockname()[1]}/away",
+            "DATABASE_POOL_TIMEOUT": "10",
+        }
+        server = Daphne(env, tmp_path / "daphne.log")
+        try:
+            scraper = {"Authorization": "Bearer jsk_a-viewers-token", "Accept": "text/plain"}
+            status, headers, body, seconds = timed_get(server.port, "/metrics", scraper)
+        finally:
+            server.stop()
+    assert (status, headers["Retry-After"]) == (503, str(RETRY_AFTER_SECONDS))
+    assert body["error"]["code"] == "unavailable"
+    assert "unreachable" in body["error"]["message"]
+    assert seconds < 2, f"/metrics took {seconds:.1f} s"

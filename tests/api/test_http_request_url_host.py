@@ -30,7 +30,23 @@ UNREACHABLE = [
     ("https:///hook", "Names no host after https://."),
     (
         "http://example.com:99999/hook",
-        "Its host or port cannot be read: Port out of range 0-65535.",
+        "Its port 99999 is no port a request can reach: use 1 to 65535, or leave it out for "
+        "the scheme's default.",
+    ),
+    # Every attempt was refused ("Connection refused") until the job was dead-lettered.
+    (
+        "http://example.com:0/hook",
+        "Its port 0 is no port a request can reach: use 1 to 65535, or leave it out for "
+        "the scheme's default.",
+    ),
+    (
+        "https://[2001:db8::1]:00/hook",
+        "Its port 00 is no port a request can reach: use 1 to 65535, or leave it out for "
+        "the scheme's default.",
+    ),
+    (
+        "http://example.com:8o/hook",
+        "Its host or port cannot be read: Port could not be cast to integer value as '8o'.",
     ),
 ]
 
@@ -71,6 +87,8 @@ def test_a_batch_names_each_http_request_whose_host_no_request_can_reach(operato
         "http://receiver:8080/hook",
         "https://exa_mple.com/hook",
         "https://[2001:db8::1]:8443/hook",
+        "http://example.com:1/hook",
+        "http://example.com:65535/hook",
     ],
 )
 def test_an_http_request_to_a_host_a_request_can_reach_is_created(operator_client, url):

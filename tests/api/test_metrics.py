@@ -31,6 +31,9 @@ def scrape(client: APIClient) -> Samples:
     }
 
 
+# A scrape asks whether the database answers before it reads credentials (a wait bounded as a
+# probe's: test_database_outage.py), a refused scrape too.
+@pytest.mark.django_db
 def test_metrics_need_credentials_like_the_api(anon_client: APIClient) -> None:
     response = anon_client.get("/metrics")
     assert response.status_code == 401

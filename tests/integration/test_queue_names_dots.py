@@ -59,6 +59,18 @@ def test_the_api_refuses_such_a_queue_in_a_batch_too(operator_client):
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize("name", ["a b", "ü-queue", "a\\b", "a/b", "q" * 101, "", ".."])
+def test_the_api_says_the_rule_a_queue_name_breaks(operator_client, name):
+    # It answered "This value does not match the required pattern.", the rule unsaid.
+    rule = "A queue name is 1 to 100 letters, digits, '_', '-', '.' or ':', not dots alone."
+    job = {"type": "noop", "payload": {}, "priority": 2, "queue": name}
+    response = operator_client.post("/api/v1/jobs", job, format="json")
+    assert assert_validation_error(response, "queue") == [rule]
+    response = operator_client.post("/api/v1/jobs/batch", {"jobs": [job]}, format="json")
+    assert assert_validation_error(response, "jobs.0.queue") == [rule]
+    assert not Job.objects.exists()
+
+
 @pytest.mark.parametrize("name", DOTS)
 def test_enqueue_refuses_a_queue_named_only_with_dots(name):
     with pytest.raises(state.JobValidationError) as refused:

@@ -159,6 +159,17 @@ def test_a_webhook_to_an_iri_is_delivered_signed(receiver: Receiver) -> None:
         ),
         ("https://hooks..example.com/h", "Its host 'hooks..example.com' has an empty label."),
         ("https:///hook", "Names no host after https://."),
+        # Taken, then every delivery was refused ("Connection refused") for a day.
+        (
+            "http://127.0.0.1:0/hook",
+            "Its port 0 is no port a request can reach: use 1 to 65535, or leave it out for "
+            "the scheme's default.",
+        ),
+        (
+            "https://hooks.example.com:65536/h",
+            "Its port 65536 is no port a request can reach: use 1 to 65535, or leave it out "
+            "for the scheme's default.",
+        ),
     ],
 )
 def test_a_webhook_url_no_request_can_carry_is_refused_naming_the_problem(
