@@ -30,6 +30,9 @@ workers = env_int("WEB_CONCURRENCY", os.cpu_count() or 2, minimum=1)
 # The cost: connections still waiting in a stopping worker's queue are reset (Linux 5.14+
 # moves them to a live worker with `sysctl net.ipv4.tcp_migrate_req=1`).
 reuse_port = True
+# Its master then holds no socket, so its "Listening at" line named no address: this logger
+# names the addresses the workers bind.
+logger_class = "scheduler_project.server.Logger"
 # A worker whose event loop is blocked this long is killed and replaced.
 timeout = 30
 # Seconds a stopping worker gives its requests, event streams included, before closing them

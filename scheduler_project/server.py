@@ -15,6 +15,9 @@
   way: 414 for the request line, 431 for a header line or the whole head over 64 KiB, in the
   API's error envelope with a request id of its own (as every answer has), then the
   connection is closed.
+- `Logger`: with a socket per worker (`reuse_port`, deploy/gunicorn.conf.py), gunicorn's
+  master holds none, and its start-up line named no address ("Listening at:  (pid)"):
+  it names the addresses the workers bind.
 - The loaded application is moved out of the garbage collector's sight (`gc.freeze()`)
   before serving: a full collection otherwise walked its ~150,000 objects, a 100 ms stop
   of every request in the process about every 2,000 requests (the p99 of the benchmark's
@@ -31,6 +34,7 @@ import sys
 from typing import Any
 
 from gunicorn.arbiter import Arbiter
+from gunicorn.glogging import Logger as GunicornLogger
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import Server as UvicornServer
 from uvicorn_worker import UvicornWorker as BaseUvicornWorker
@@ -165,6 +169,30 @@ class Server(UvicornServer):
 
         close_streams()
         await super().shutdown(sockets)
+
+
+# gunicorn's line (`Arbiter.start`), whose first argument lists the master's sockets.
+LISTENING_AT = "Listening at: %s (%s)"
+
+
+class Logger(GunicornLogger):
+    def info(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        if msg == LISTENING_AT and args and not args[0]:
+            args = (
+                ",".join(bound_address(a, self.cfg.is_ssl) for a in self.cfg.address),
+                *args[1:],
+            )
+        super().info(msg, *args, **kwargs)
+
+
+def bound_address(address: tuple[str, int] | str | int, tls: bool) -> str:
+    """A `bind` address (gunicorn's parsed form) written as gunicorn writes a socket's."""
+    if isinstance(address, int):
+        return f"fd://{address}"
+    if isinstance(address, str):
+        return f"unix:{address}"
+    host, port = address
+    return f"{'https' if tls else 'http'}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 class UvicornWorker(BaseUvicornWorker):

@@ -1,5 +1,5 @@
-"""Django's PostgreSQL backend, except for the health check of its connection pool and how
-soon the pool reconnects after an outage (`RECONNECT_TIMEOUT`).
+"""Django's PostgreSQL backend, except for the health check of its connection pool, how
+soon the pool reconnects after an outage (`RECONNECT_TIMEOUT`), and its first connection.
 
 Django checks a pooled connection with psycopg_pool's `check_connection`, an empty statement
 sent to the server each time a connection is borrowed: for the API, one round trip in three
@@ -11,6 +11,15 @@ restart, a terminated backend, a timeout): then the socket is readable (the serv
 notice, or the end of the stream), the check's statement fails, and the pool replaces the
 connection before any request sees it, as before. A notice or a notification waiting on a
 live connection makes it readable too; the statement then reads it and passes.
+
+A pool is opened only once a connection made without it has succeeded. Opened, the pool
+retries a failed connection in the background while its borrower waits up to the pool's
+timeout: worth it in an outage of a database that was there (a restart, a failover), only a
+delay where it never was (a database not created, a port nothing listens on, a wrong
+password), which the server answers at once. Every `manage.py` command waited those 10 s,
+then ended on the pool's "couldn't get a connection"; the server's refusal is now raised at
+once, and a web process's first request, while its pool is not open, gets its 503 as soon.
+The cost: one connection more, once per process.
 """
 
 from __future__ import annotations
@@ -70,12 +79,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return self._connection_pools[self.alias]
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Connection[Any]:
+        pool = self.pool
+        if pool is not None and pool.closed:
+            Connection.connect(**conn_params).close()
         try:
             return super().get_new_connection(conn_params)
         except PoolTimeout as timeout:
             # The pool says only that it waited: why its connections failed went to its log
-            # as warnings, and "couldn't get a connection after 10.00 sec" ended the
-            # traceback of a command run on a database not created yet.
+            # as warnings.
             raise OperationalError(f"{timeout}: {_why_unreachable(conn_params)}") from timeout
 
 

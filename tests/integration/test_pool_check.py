@@ -70,21 +70,45 @@ def test_a_connection_the_server_closed_is_replaced_before_use(pooled):
     assert _backend(pooled) != pid
 
 
-def test_a_pool_that_cannot_connect_says_why():
-    # A command run on a database not created yet ended on "couldn't get a connection after
-    # 10.00 sec"; why each connection failed was only in the pool's log.
+def test_a_pool_that_never_connected_says_at_once_why_it_cannot():
+    # A command run on a database not created yet waited the pool's timeout, then ended on
+    # "couldn't get a connection after 10.00 sec", with why only in the pool's log.
     settings_dict = copy.deepcopy(connection.settings_dict)
     settings_dict["NAME"] = f"{settings_dict['NAME']}_never_created"
-    settings_dict["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 1, "timeout": 1.0}
+    settings_dict["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 1, "timeout": 60.0}
     wrapper = DatabaseWrapper(settings_dict, alias="pool_no_database")
+    started = time.monotonic()
     try:
         with pytest.raises(OperationalError) as refused:
             wrapper.ensure_connection()
     finally:
         wrapper.close_pool()
-    said = str(refused.value)
+    assert time.monotonic() - started < 5
+    assert f'database "{settings_dict["NAME"]}" does not exist' in str(refused.value)
+
+
+def test_a_pool_that_cannot_connect_again_says_why():
+    # psycopg_pool's own error says only that it waited; why each connection failed went to
+    # its log.
+    db = connection.settings_dict
+    proxy = Proxy((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)))
+    settings_dict = copy.deepcopy(db)
+    settings_dict.update(HOST="127.0.0.1", PORT=str(proxy.port))
+    settings_dict["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 1, "timeout": 1.0}
+    pooled = DatabaseWrapper(settings_dict, alias="pool_cut")
+    try:
+        _backend(pooled)
+        pooled.close()
+        proxy.cut()
+        with pytest.raises(OperationalError) as lost:
+            _backend(pooled)
+    finally:
+        pooled.close()
+        pooled.close_pool()
+        proxy.close()
+    said = str(lost.value)
     assert said.startswith("couldn't get a connection after 1.00 sec: ")
-    assert f'database "{settings_dict["NAME"]}" does not exist' in said
+    assert "server closed the connection unexpectedly" in said
 
 
 # Long enough for psycopg_pool's default backoff to wait 16 s between two attempts, from

@@ -35,3 +35,16 @@ def test_pipelined_requests_are_answered_in_the_order_they_were_sent(
 
     statuses = [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", received)]
     assert statuses == [200, 404, 200, 404, 200]
+
+
+def test_the_log_names_the_address_the_server_listens_on(
+    subprocess_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Each worker binds the address itself (`reuse_port`), so gunicorn's master, which holds
+    no socket, logged "Listening at:  (pid)": nothing an operator could read."""
+    server = ProductionServer(subprocess_env, tmp_path / "gunicorn.log", workers=2)
+    server.stop()
+    said = server.log()
+    assert re.search(
+        rf"\[INFO\] Listening at: http://127\.0\.0\.1:{server.port} \(\d+\)\n", said
+    ), said

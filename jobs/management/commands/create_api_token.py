@@ -4,15 +4,16 @@ from typing import Any, cast
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 from django.db.models import Field
 
 from jobs.api.auth import issue_token
+from jobs.management.commands._database import DatabaseCommand
 from jobs.roles import Role, assign_role
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Create a bearer token for the HTTP API and print it (it is stored hashed, so this is "
         "the only time it is shown). Creates the user when needed; a new user is a viewer "

@@ -11,11 +11,12 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 from django.db.models import Field
 
 from jobs.api.auth import hash_token, issue_token
+from jobs.management.commands._database import DatabaseCommand
 from jobs.models import ApiToken
 from jobs.roles import Role, assign_role
 
@@ -62,7 +63,7 @@ def write_credentials(path: Path, credentials: dict[str, str]) -> None:
     partial.replace(path)
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Create or update the development admin (superuser, operator) and print its "
         "password and an API token. Refuses when DEBUG is off, unless --force."

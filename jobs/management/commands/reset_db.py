@@ -7,11 +7,13 @@ from typing import Any
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import connection
 
+from jobs.management.commands._database import DatabaseCommand
 
-class Command(BaseCommand):
+
+class Command(DatabaseCommand):
     help = (
         "Drop the `public` schema (every table: jobs, workers, users, tokens) and recreate it "
         "with all migrations. Refuses when DEBUG is off, unless --force. Stop the web server "

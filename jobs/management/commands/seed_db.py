@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from jobs import state
+from jobs.management.commands._database import DatabaseCommand
 from jobs.models import Job, RecurInterval, Worker, WorkerStatus
 from jobs.registry import JobContext, registry
 
@@ -257,7 +258,7 @@ def seed_workflows() -> None:
     state.enqueue("noop", {"step": "quarter-hourly"}, priority=3, cron="*/15 * * * *")
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Add demo jobs (default 120): every built-in type, priorities 1-3, scheduled, "
         "recurring, dependent, and some already completed, retrying, cancelled or in the DLQ. "

@@ -14,12 +14,13 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.command_options import positive_int
 from jobs.limits import EARLIEST_YEAR, EPOCH
+from jobs.management.commands._database import DatabaseCommand
 
 DEFAULT_DAYS = 30
 DEFAULT_SEED = 0.2026
@@ -187,7 +188,7 @@ def max_days() -> int:
     return (timezone.now() - EPOCH).days - 1
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Load a month of realistic job history (finished, cancelled, DLQ, scheduled; attempts "
         "and logs) with set-based SQL. Refuses when DEBUG is off, unless --force."
