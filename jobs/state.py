@@ -326,7 +326,7 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     fingerprint), JobValidationError when an argument or the key is wrong.
     """
     now = timezone.now()
-    errors = {**spec_errors(spec, now), **_key_errors(key)}
+    errors = {**spec_errors(spec, now), **idempotency_key_errors(key)}
     # A `scheduled_at` that was ahead at the first request may have passed by its replay:
     # the key decides first (as a batch's does), and refuses it only for a new request.
     if errors and errors != {"scheduled_at": [NOT_IN_THE_FUTURE]}:
@@ -347,7 +347,7 @@ def enqueue_many_once(
     """`enqueue_many` under `key`, as `enqueue_once` is `enqueue`: a repeat within the window
     returns the jobs the first request created, in order (those purged or pruned since left
     out): (jobs, created). The key is checked before the jobs."""
-    if errors := _key_errors(key):
+    if errors := idempotency_key_errors(key):
         raise JobValidationError(errors)
     specs = list(specs)
     # An item that is not a JobSpec is left for enqueue_many to refuse in its own words.
@@ -357,7 +357,9 @@ def enqueue_many_once(
     )
 
 
-def _key_errors(key: object) -> dict[str, list[str]]:
+def idempotency_key_errors(key: object) -> dict[str, list[str]]:
+    """What is wrong with `key` as an idempotency key, as JobValidationError details (the API
+    reports it with the body's errors, in one answer)."""
     if isinstance(key, str) and len(key) <= 255 and IDEMPOTENCY_KEY.fullmatch(key):
         return {}
     return {

@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from .errors import (
+    NOT_MIGRATED_MESSAGE,
     RETRY_AFTER_SECONDS,
     database_outage,
     error_body,
@@ -39,7 +40,10 @@ class DatabaseUnavailableMiddleware:
         if is_api_request(request):
             response = JsonResponse(error_body("unavailable", outage), status=503)
         else:
-            context = {"retry_after": RETRY_AFTER_SECONDS}
+            context = {
+                "retry_after": RETRY_AFTER_SECONDS,
+                "not_migrated": outage == NOT_MIGRATED_MESSAGE,
+            }
             response = render(request, "console/503.html", context, status=503)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response

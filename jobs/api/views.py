@@ -155,9 +155,8 @@ def _field(key: str) -> str:
 
 
 def batch_errors(batch: JobBatchCreateSerializer, now: datetime) -> dict[str, list[str]]:
-    """The errors of a batch its form refused: the body's own, then each job's
-    (`job_errors`), job by job. The jobs of a list refused as a whole (empty, too long) are
-    not read."""
+    """The errors of a batch: the body's own, then each job's (`job_errors`), job by job.
+    The jobs of a list refused as a whole (empty, too long) are not read."""
     errors = {
         key: messages
         for key, messages in flat_errors(batch.errors).items()
@@ -170,6 +169,13 @@ def batch_errors(batch: JobBatchCreateSerializer, now: datetime) -> dict[str, li
         form = JobBatchItemSerializer(data=job)
         errors.update(flat_errors(job_errors(form, now), f"jobs.{index}"))
     return errors
+
+
+def idempotency_key(request: Request) -> tuple[str | None, dict[str, list[str]]]:
+    """The request's `Idempotency-Key`, if it has one, and what is wrong with it: reported
+    with the body's errors, so that neither waits for the other to be fixed."""
+    key = request.headers.get("Idempotency-Key")
+    return key, {} if key is None else state.idempotency_key_errors(key)
 
 
 class ApiView(APIView):
@@ -235,9 +241,9 @@ class JobListView(ApiView):
     )
     def post(self, request: Request) -> Response:
         serializer = JobCreateSerializer(data=request.data)
-        if not serializer.is_valid():
-            raise ValidationError(job_errors(serializer, timezone.now()))
-        key = request.headers.get("Idempotency-Key")
+        key, wrong_key = idempotency_key(request)
+        if not serializer.is_valid() or wrong_key:
+            raise ValidationError({**job_errors(serializer, timezone.now()), **wrong_key})
         if key is None:
             job, created = state.enqueue(**serializer.validated_data), True
         else:
@@ -271,10 +277,10 @@ class JobBatchView(ApiView):
     )
     def post(self, request: Request) -> Response:
         serializer = JobBatchCreateSerializer(data=request.data)
-        if not serializer.is_valid():
-            raise ValidationError(batch_errors(serializer, timezone.now()))
+        key, wrong_key = idempotency_key(request)
+        if not serializer.is_valid() or wrong_key:
+            raise ValidationError({**batch_errors(serializer, timezone.now()), **wrong_key})
         specs = [state.JobSpec(**job) for job in serializer.validated_data["jobs"]]
-        key = request.headers.get("Idempotency-Key")
         try:
             if key is None:
                 jobs, created = state.enqueue_many(specs), True
@@ -282,10 +288,7 @@ class JobBatchView(ApiView):
                 jobs, created = state.enqueue_many_once(key, specs)
         except state.JobValidationError as error:
             raise state.JobValidationError(
-                {
-                    field if field == "idempotency_key" else f"jobs.{field}": messages
-                    for field, messages in error.details.items()
-                }
+                {f"jobs.{field}": messages for field, messages in error.details.items()}
             ) from None
         return Response({"jobs": jobs}, **created_or_replayed(created))
 

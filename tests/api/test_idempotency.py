@@ -177,3 +177,44 @@ def test_racing_repeats_create_one_job_and_all_get_it(operator):
     assert codes == [200] * (racers - 1) + [201]
     assert len({r.json()["id"] for r in responses}) == 1
     assert Job.objects.count() == 1
+
+
+BAD_KEY = ["Must be 1 to 255 printable ASCII characters, not starting or ending with a space."]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({**BODY, "priority": "high"}, "priority"), ({**BODY, "type": "no_such_type"}, "type")],
+    ids=["refused-by-its-form", "refused-by-the-domain"],
+)
+@pytest.mark.django_db
+def test_a_bad_key_is_reported_with_the_body_s_errors_in_one_answer(operator_client, body, field):
+    # The key's error came only once the body was right: a round trip per mistake.
+    response = post(operator_client, body, "caf\u00e9")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert list(error["details"]) == [field, "idempotency_key"]
+    assert error["details"]["idempotency_key"] == BAD_KEY
+    assert error["message"] == f"Invalid input: {field}, idempotency_key."
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        (
+            {"jobs": [BODY, {**BODY, "priority": "high"}], "extra": 1},
+            ["extra", "jobs.1.priority"],
+        ),
+        ({"jobs": [BODY, {**BODY, "type": "no_such_type"}]}, ["jobs.1.type"]),
+    ],
+    ids=["refused-by-its-form", "refused-by-the-domain"],
+)
+@pytest.mark.django_db
+def test_a_bad_key_is_reported_with_the_batch_s_errors_in_one_answer(operator_client, body, fields):
+    response = operator_client.post(BATCH, body, format="json", HTTP_IDEMPOTENCY_KEY=" b")
+    assert response.status_code == 400
+    details = response.json()["error"]["details"]
+    assert list(details) == [*fields, "idempotency_key"], details
+    assert details["idempotency_key"] == BAD_KEY
+    assert not Job.objects.exists()

@@ -101,3 +101,8 @@ def test_a_console_page_meeting_a_missing_table_is_the_503_page(operator):
     response = request(browser.get, "/jobs")
     assert response.status_code == 503
     assert response["Retry-After"] == str(RETRY_AFTER_SECONDS)
+    # It said the scheduler could not reach its database, which answered.
+    page = response.content.decode()
+    assert "is not migrated for this version of the scheduler" in page
+    assert "<code>manage.py migrate</code>" in page
+    assert "cannot reach" not in page

@@ -1,10 +1,12 @@
-"""A one-shot `manage.py` command run where its database cannot be reached: one line naming
-DATABASE_URL and the server's reason, at once. Each waited the pool's timeout (10 s), then
-printed an 80-line traceback."""
+"""A one-shot `manage.py` command run where its database cannot be reached, the jobs app's
+or Django's own: one line naming DATABASE_URL and the server's reason, at once. Each waited
+the pool's timeout (10 s), then printed an 80-line traceback; Django's own, once they failed
+at once, still printed the traceback. `runworker` waits for the database instead."""
 
 from __future__ import annotations
 
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +27,10 @@ COMMANDS = [
     ["seed_db"],
     ["reset_db", "--force"],
     ["ensure_dev_admin", "--json", "--credentials-file", "{tmp}/dev-admin.json"],
+    # Django's own, which connect wherever their first query is.
+    ["migrate"],
+    ["createsuperuser", "--noinput", "--username", "zed", "--email", "zed@example.com"],
+    ["shell", "--no-imports", "-c", "from jobs.models import Job; Job.objects.count()"],
 ]
 
 
@@ -51,19 +57,26 @@ def with_password(url: str) -> str:
     return elsewhere(url, netloc=f"{user_info}:{PASSWORD}@{host}")
 
 
+def manage(command: list[str], tmp_path: Path) -> list[str]:
+    return [
+        sys.executable,
+        str(Path(settings.BASE_DIR) / "manage.py"),
+        *(argument.format(tmp=tmp_path) for argument in command),
+    ]
+
+
+def environment(database_url: str) -> dict[str, str]:
+    return {**subprocess_environment(), "DATABASE_URL": database_url, "DEBUG": "true"}
+
+
 def run_command(
     command: list[str], database_url: str, tmp_path: Path
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    env = {**subprocess_environment(), "DATABASE_URL": database_url, "DEBUG": "true"}
     started = time.monotonic()
     done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(settings.BASE_DIR) / "manage.py"),
-            *(argument.format(tmp=tmp_path) for argument in command),
-        ],
+        manage(command, tmp_path),
         cwd=settings.BASE_DIR,
-        env=env,
+        env=environment(database_url),
         capture_output=True,
         text=True,
         timeout=60,
@@ -105,3 +118,58 @@ def test_a_command_whose_database_server_refuses_connections_says_so_at_once(
     url = f"postgres://postgres:{PASSWORD}@127.0.0.1:{closed_port}/scheduler"
     done, seconds = run_command(command, url, tmp_path)
     assert_refused_at_once(done, seconds, url, "Connection refused")
+
+
+def test_traceback_shows_the_whole_chain_of_a_connection_refused(tmp_path):
+    url = elsewhere(subprocess_environment()["DATABASE_URL"], database="never_created")
+    done, _seconds = run_command(["migrate", "--traceback"], url, tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Traceback (most recent call last):"), done.stderr
+    assert "The above exception was the direct cause of the following exception" in done.stderr
+    assert done.stderr.rstrip().endswith('database "never_created" does not exist')
+    assert "CommandError" not in done.stderr
+
+
+def test_a_database_lost_after_the_command_connected_keeps_its_traceback(tmp_path):
+    # Only a first connection refused is the database's address or state; one lost mid-way
+    # (here: its server ended the session) is told where it happened.
+    lost = (
+        "from django.db import connection; "
+        "connection.cursor().execute('SELECT pg_terminate_backend(pg_backend_pid())')"
+    )
+    url = subprocess_environment()["DATABASE_URL"]
+    done, _seconds = run_command(["shell", "-c", lost], url, tmp_path)
+    assert done.returncode == 1
+    assert "Traceback (most recent call last):" in done.stderr
+    assert done.stderr.rstrip().endswith("terminating connection due to administrator command")
+    assert "DATABASE_URL=" not in done.stderr
+
+
+def test_runworker_on_a_database_that_does_not_exist_waits_for_it(tmp_path):
+    url = elsewhere(subprocess_environment()["DATABASE_URL"], database="never_created")
+    worker = subprocess.Popen(
+        manage(["runworker", "--concurrency", "1"], tmp_path),
+        cwd=settings.BASE_DIR,
+        env=environment(url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert worker.stdout is not None
+        said = []
+        for line in worker.stdout:
+            said.append(line)
+            if "database unavailable" in line:
+                break
+        assert "never_created" in said[-1] and "retrying" in said[-1], said
+        assert worker.poll() is None, said
+        worker.send_signal(signal.SIGTERM)
+        rest, _ = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 0, rest
+    assert "stopped (clean) before it registered" in rest
+    assert "CommandError" not in rest and "Traceback" not in rest

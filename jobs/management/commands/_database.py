@@ -23,8 +23,15 @@ class DatabaseCommand(BaseCommand):
     def execute(self, *args: Any, **options: Any) -> str | None:
         try:
             connection.ensure_connection()
-        except OperationalError as unreachable:
-            reason = " ".join(str(unreachable).split())
-            shown = mask_value("DATABASE_URL", settings.DATABASE_URL)
-            raise CommandError(f"DATABASE_URL={shown!r}: {reason}") from unreachable
+        except OperationalError as refused:
+            raise unreachable(refused) from refused
         return super().execute(*args, **options)
+
+
+def unreachable(refused: OperationalError) -> CommandError:
+    """The one line of a command whose database refused its first connection: DATABASE_URL,
+    its password masked, and the server's reason on one line. Django's own commands end on
+    it too (manage.py), which connect wherever their first query is."""
+    reason = " ".join(str(refused).split())
+    shown = mask_value("DATABASE_URL", settings.DATABASE_URL)
+    return CommandError(f"DATABASE_URL={shown!r}: {reason}")
