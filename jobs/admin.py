@@ -70,12 +70,14 @@ LOG_LINES_SHOWN = 200
 ATTEMPTS_SHOWN = 20
 # ...and of its upstream jobs (a fan-in waits for up to `state.MAX_UPSTREAM`).
 UPSTREAM_SHOWN = 50
-# The purge confirmation lists this many of the selected jobs by name...
-PURGE_LISTED = 50
-# ...and posts back the id of each job it counts, so that the "yes" purges those and no job
-# that reached the DLQ after it was shown. More ids than this would pass Django's bound on a
-# form's fields (DATA_UPLOAD_MAX_NUMBER_FIELDS, 1,000): more is the console's bulk purge.
-PURGE_AT_ONCE = 500
+# A confirmation page (`_ask_first`: a purge of dead letters, a delete of schedules) lists
+# this many of the selected rows by name...
+CONFIRM_LISTED = 50
+# ...and posts back the id of each row it counts, so that the "yes" acts on those and on no
+# row that matched after it was shown (a job that reached the DLQ, a schedule made). More ids
+# than this would pass Django's bound on a form's fields (DATA_UPLOAD_MAX_NUMBER_FIELDS,
+# 1,000): more is the console's bulk purge, or a narrower list.
+CONFIRM_AT_ONCE = 500
 # "Cancel selected jobs" cancels at most this many at once, each in its own transaction
 # with its audit entry; more is the console's bulk cancel, which runs as a job in batches.
 CANCEL_AT_ONCE = 500
@@ -100,6 +102,61 @@ def _ticked(request: HttpRequest, matching: int) -> int:
     if request.POST.get("select_across") == "1":
         return matching
     return len(set(request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)))
+
+
+def _ask_first(
+    model_admin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: QuerySet[Any],
+    *,
+    action: str,
+    act: Callable[[], None],
+    none_left: Callable[[int], None],
+    too_many: str,
+    template: str,
+    title: str,
+    shown: Callable[[Any], Any] = lambda row: row,
+    said: Callable[[list[Any]], dict[str, Any]] = lambda selected: {},
+) -> TemplateResponse | None:
+    """The action `action`, asked first as Django's `delete_selected` asks: its page
+    (`template`, which extends admin/jobs/confirm_selection.html) lists the selected rows
+    (the first CONFIRM_LISTED, each as `shown`, with what `said` adds) and posts back the id
+    of each, at most CONFIRM_AT_ONCE (past it `too_many` is said, and nothing done). Its "yes"
+    runs `act` on the `queryset` those ids select: a "yes" naming none ("select all") would
+    act on whatever matches at the click, rows added since among them, so it is asked again.
+    Rows gone since they were ticked are left out, and when none is left, `none_left(ticked)`
+    says so instead."""
+    if request.POST.get("post") == "yes" and request.POST.get("select_across") != "1":
+        act()
+        return None
+    selected = list(queryset.order_by().values_list("pk", flat=True)[: CONFIRM_AT_ONCE + 1])
+    if len(selected) > CONFIRM_AT_ONCE:
+        model_admin.message_user(request, too_many, messages.ERROR)
+        return None
+    total = len(selected)
+    ticked = _ticked(request, total)
+    if not total:
+        none_left(ticked)
+        return None
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "opts": model_admin.model._meta,
+        # In the list's order, as the operator saw them.
+        "rows": [shown(row) for row in queryset.filter(pk__in=selected)[:CONFIRM_LISTED]],
+        "total": total,
+        "unlisted": max(total - CONFIRM_LISTED, 0),
+        "ticked": ticked,
+        "gone": ticked - total,
+        # The "yes" confirms these: not the rows gone since they were ticked, which are gone
+        # from the page too, nor those that match while the page is read.
+        "selected": [str(pk) for pk in selected],
+        "action": action,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "media": model_admin.media,
+        **said(selected),
+    }
+    return TemplateResponse(request, template, context)
 
 
 def _can_view_jobs(request: HttpRequest) -> bool:
@@ -722,58 +779,38 @@ class DeadLetterJobAdmin(JobAdmin):
     def purge_selected(
         self, request: HttpRequest, queryset: QuerySet[Job]
     ) -> TemplateResponse | None:
-        # The "yes" names the jobs its page counted (their ids). One with "select all"
-        # names none: it would purge what matches now, jobs dead since the page among them,
-        # so it is asked again.
-        if request.POST.get("post") == "yes" and request.POST.get("select_across") != "1":
-            self._act_on_selection(
+        return _ask_first(
+            self,
+            request,
+            queryset,
+            action="purge_selected",
+            act=lambda: self._act_on_selection(
                 request,
                 queryset,
                 state.purge_many,
                 "Purged {n} job(s) with their attempts and logs.",
                 "purged",
-            )
-            return None
-        selected = list(queryset.order_by().values_list("id", flat=True)[: PURGE_AT_ONCE + 1])
-        if len(selected) > PURGE_AT_ONCE:
-            self.message_user(
-                request,
-                f"More than {PURGE_AT_ONCE:,} jobs selected: the admin purges at most "
-                f"{PURGE_AT_ONCE:,} at once, and none was purged. Narrow the list, or use "
-                '"Purge all matching" in the console\'s dead-letter queue.',
-                messages.ERROR,
-            )
-            return None
-        total = len(selected)
-        ticked = _ticked(request, total)
-        if not total:
-            self._warn_of_jobs_that_left(request, ticked, 0, "purged")
-            return None
-        dependents = (
-            Job.objects.filter(dependencies__depends_on__in=selected)
-            .exclude(status__in=[JobStatus.COMPLETED, JobStatus.CANCELLED])
-            .distinct()
-            .count()
+            ),
+            none_left=lambda ticked: self._warn_of_jobs_that_left(request, ticked, 0, "purged"),
+            too_many=(
+                f"More than {CONFIRM_AT_ONCE:,} jobs selected: the admin purges at most "
+                f"{CONFIRM_AT_ONCE:,} at once, and none was purged. Narrow the list, or use "
+                '"Purge all matching" in the console\'s dead-letter queue.'
+            ),
+            template="admin/jobs/deadletterjob/purge_confirmation.html",
+            title="Purge dead-letter jobs?",
+            said=lambda selected: {"dependents": _waiting_on(selected)},
         )
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Purge dead-letter jobs?",
-            "opts": self.model._meta,
-            "jobs": queryset.filter(id__in=selected).order_by("-updated_at")[:PURGE_LISTED],
-            "total": total,
-            "unlisted": max(total - PURGE_LISTED, 0),
-            "ticked": ticked,
-            "gone": ticked - total,
-            "dependents": dependents,
-            # The "yes" confirms these: not the jobs that had left the DLQ, which are gone
-            # from the page too, nor those that reach it while the page is read.
-            "selected": [str(job_id) for job_id in selected],
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "media": self.media,
-        }
-        return TemplateResponse(
-            request, "admin/jobs/deadletterjob/purge_confirmation.html", context
-        )
+
+
+def _waiting_on(job_ids: list[uuid.UUID]) -> int:
+    """How many unfinished jobs wait on `job_ids`: a purge of them cancels those."""
+    return (
+        Job.objects.filter(dependencies__depends_on__in=job_ids)
+        .exclude(status__in=[JobStatus.COMPLETED, JobStatus.CANCELLED])
+        .distinct()
+        .count()
+    )
 
 
 def _no_next_run(schedule: Schedule) -> str:
@@ -824,6 +861,12 @@ class ScheduleAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
         schedule, which the audit log does not record either), and which had been deleted
         elsewhere since they were ticked."""
         selected = list(queryset.values_list("id", flat=True))
+        ticked = _ticked(request, len(selected))
+        if not ticked:
+            # "Select all" over a list that matches none any more.
+            text = f"No schedule matches any more: none was {verb}."
+            self.message_user(request, text, messages.WARNING)
+            return
         changed = unchanged = 0
         for schedule_id in selected:
             with transaction.atomic():
@@ -839,7 +882,6 @@ class ScheduleAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
                     changed += 1
         if changed:
             self.message_user(request, done.format(n=changed), messages.SUCCESS)
-        ticked = _ticked(request, len(selected))
         if unchanged == ticked:
             text = (
                 f"The {ticked} selected schedule(s) {_was(ticked)} already {already}: "
@@ -892,14 +934,36 @@ class ScheduleAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
         )
 
     @admin.action(description="Delete selected (their past runs stay)", permissions=["remove"])
-    def delete_selected_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        self._act_on_selection(
+    def delete_selected_schedules(
+        self, request: HttpRequest, queryset: QuerySet[Schedule]
+    ) -> TemplateResponse | None:
+        # Asked first: a delete ends each series, and no undo brings it back.
+        def delete() -> None:
+            self._act_on_selection(
+                request,
+                queryset,
+                state.delete_schedule,
+                "Deleted {n} schedule(s): their waiting runs were cancelled.",
+                "deleted",
+                already="deleted",
+            )
+
+        return _ask_first(
+            self,
             request,
             queryset,
-            state.delete_schedule,
-            "Deleted {n} schedule(s): their waiting runs were cancelled.",
-            "deleted",
-            already="deleted",
+            action="delete_selected_schedules",
+            act=delete,
+            # What `_act_on_selection` says of schedules deleted elsewhere since.
+            none_left=lambda ticked: delete(),
+            too_many=(
+                f"More than {CONFIRM_AT_ONCE:,} schedules selected: the admin deletes at most "
+                f"{CONFIRM_AT_ONCE:,} at once, and none was deleted. Narrow the list (its "
+                "filters), then delete them in turns."
+            ),
+            template="admin/jobs/schedule/confirm_delete.html",
+            title="Delete schedules?",
+            shown=lambda schedule: (schedule, self.next_run(schedule)),
         )
 
 

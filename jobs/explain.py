@@ -18,17 +18,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from .display import display_state
+from .graph import held_up
 from .models import AuditEntry, Job, JobDependency, JobStatus, Worker, WorkerStatus
 from .queue_names import QueueSelection
 from .queues import limit_usages, paused_queues, queue_overview, queue_target
 from .representation import format_time, short_id
 from .scheduling import PRIORITY_WEIGHT
 from .sql import fetch
-from .state import MAX_UPSTREAM, JobNotFound
+from .state import JobNotFound
 
 # Counting the jobs ahead stops here: "more than 10,000" is answer enough, and cheap.
 AHEAD_COUNTED_UP_TO = 10_000
@@ -52,34 +52,6 @@ REASONS = (
 # The upstream jobs the sentence names: a fan-in of 1,000 made it 110 kB, and the details
 # list them all anyway.
 UPSTREAM_NAMED = 5
-# The walk up to the dead letters that hold a blocked job reads at most this many unfinished
-# upstream jobs, a fan-in's worth: fan-ins over fan-ins grow fast, and the answer then says
-# it may not have seen them all.
-UPSTREAM_WALKED = MAX_UPSTREAM
-
-# The unfinished jobs upstream of a job, transitively: what its `pending_dependencies`
-# counts (an upstream job not yet completed), then what theirs count. Only a blocked job has
-# unfinished upstream jobs (every other state ran, or may run, because its upstream
-# completed), so the walk goes through blocked jobs and stops at the first job of any other
-# state; the dead letters among them are what holds the job up. UNION visits a job once,
-# however many paths lead to it; the LIMIT stops the recursion there (PostgreSQL computes a
-# recursive query only as far as it is read).
-_UNFINISHED_UPSTREAM = """
-WITH RECURSIVE unfinished(id) AS (
-    SELECT dep.depends_on_id
-    FROM job_dependencies dep JOIN jobs up ON up.id = dep.depends_on_id
-    WHERE dep.job_id = %(job_id)s AND up.status <> 'completed'
-    UNION
-    SELECT dep.depends_on_id
-    FROM unfinished
-    JOIN job_dependencies dep ON dep.job_id = unfinished.id
-    JOIN jobs up ON up.id = dep.depends_on_id
-    WHERE up.status <> 'completed'
-), walked AS (
-    SELECT id FROM unfinished LIMIT %(limit)s
-)
-SELECT j.id, j.type, j.in_dlq, j.created_at FROM walked JOIN jobs j ON j.id = walked.id
-"""
 
 
 def explain(job_id: uuid.UUID) -> dict[str, Any]:
@@ -274,7 +246,8 @@ def _upstream(job: Job) -> tuple[str, str, dict[str, Any]]:
         f"It waits for {len(waiting)} upstream job{'s' if len(waiting) != 1 else ''} "
         f"to complete: {named}"
     )
-    dead_letters, truncated = _dead_letters_upstream(job.id)
+    held = held_up([job.id])[job.id]
+    dead_letters, truncated = held.dead_letters, held.truncated
     if dead_letters:
         one = len(dead_letters) == 1
         which = "the dead letter" if one else f"the {len(dead_letters)} dead letters"
@@ -292,20 +265,6 @@ def _upstream(job: Job) -> tuple[str, str, dict[str, Any]]:
             "dead_letters_truncated": truncated,
         },
     )
-
-
-def _dead_letters_upstream(job_id: uuid.UUID) -> tuple[list[dict[str, str]], bool]:
-    """The dead letters that hold a blocked job up, directly or through the blocked jobs
-    between (`{"id", "type"}` each, oldest first), and whether the walk stopped at
-    `UPSTREAM_WALKED` unfinished upstream jobs before it saw them all."""
-    with connection.cursor() as cursor:
-        cursor.execute(_UNFINISHED_UPSTREAM, {"job_id": job_id, "limit": UPSTREAM_WALKED + 1})
-        rows = cursor.fetchall()
-    truncated = len(rows) > UPSTREAM_WALKED
-    dead = sorted(
-        (created_at, str(id_), type_) for id_, type_, in_dlq, created_at in rows if in_dlq
-    )
-    return [{"id": id_, "type": type_} for _, id_, type_ in dead], truncated
 
 
 def _named(labels: list[str], listed_in: str) -> str:

@@ -313,7 +313,8 @@ class GraphNodeSerializer(serializers.Serializer):
         "retrying, dlq, cancelled."
     )
     waiting_on_dlq = serializers.BooleanField(
-        help_text="Pending on an upstream job in the dead-letter queue."
+        help_text="Blocked by a job in the dead-letter queue, directly or through the "
+        "blocked jobs between."
     )
     level = serializers.IntegerField(help_text="Negative upstream, positive downstream.")
 

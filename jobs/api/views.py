@@ -406,8 +406,8 @@ class JobGraphView(ApiView):
         description="Each direction is walked breadth-first up to `depth` steps (default "
         f"{graph.DEFAULT_DEPTH}, at most {graph.MAX_DEPTH}) and {graph.MAX_NODES} jobs in "
         "all; `truncated` says there is more beyond. A node's `level` is its distance: "
-        "negative upstream, positive downstream. `waiting_on_dlq`: pending on an upstream "
-        "job in the dead-letter queue.",
+        "negative upstream, positive downstream. `waiting_on_dlq`: blocked by a job in the "
+        "dead-letter queue, directly or through the blocked jobs between.",
         parameters=[
             JOB_ID_PARAMETER,
             OpenApiParameter(

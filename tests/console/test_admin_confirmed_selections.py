@@ -131,9 +131,9 @@ def test_a_purge_yes_that_confirms_no_list_asks_again(
 def test_select_all_past_the_bound_purges_nothing_and_points_to_the_console(
     admin_browser: Client, worker: Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The confirmation posts back each job it lists: past PURGE_AT_ONCE the admin asks
+    """The confirmation posts back each job it lists: past CONFIRM_AT_ONCE the admin asks
     nothing and says where the rest can be purged."""
-    monkeypatch.setattr(jobs_admin, "PURGE_AT_ONCE", 2)
+    monkeypatch.setattr(jobs_admin, "CONFIRM_AT_ONCE", 2)
     jobs = [to_dlq(worker) for _ in range(3)]
 
     refused = _select_all(admin_browser, DLQ, "purge_selected", jobs)

@@ -395,11 +395,7 @@ def test_a_job_page_reads_its_attempts_and_log_lines_in_a_fixed_number_of_querie
     [
         ("pause_selected", "Paused 1 schedule(s): their waiting runs were cancelled.", "paused"),
         ("resume_selected", "Resumed 1 schedule(s) from their next slot.", "resumed"),
-        (
-            "delete_selected_schedules",
-            "Deleted 1 schedule(s): their waiting runs were cancelled.",
-            "deleted",
-        ),
+        # A delete asks first, and its page names them (test_admin_schedule_deletion.py).
     ],
 )
 def test_a_schedule_deleted_since_it_was_ticked_is_named_not_claimed_done(
