@@ -132,6 +132,12 @@ def http_request(job: JobContext) -> dict[str, Any]:
                 f"{answered}, pointing to {urljoin(payload['url'], location)}; redirects are "
                 "not followed: if that is the right address, use it instead"
             ) from exc
+        if exc.code == 410 and webhooks.WEBHOOK_HEADER in headers:
+            # Gone: the receiver says its endpoint will not come back. Tried nine times over
+            # a day, each event then sat in the DLQ; it ends now, unsent, as a delivery to a
+            # deleted webhook does. Another request answered 410 fails as any non-2xx.
+            job.logger.warning("%s; the delivery is not tried again", answered)
+            return {"sent": False, "status": exc.code, "reason": f"{answered}: not tried again"}
         wait = retry_after(exc.headers.get("Retry-After")) if exc.code in (429, 503) else None
         if wait is not None:
             asked = f"{answered}; it asked to be tried again in {wait:g} s"

@@ -212,3 +212,27 @@ def test_the_events_of_a_job_at_the_payload_limit_are_delivered(receiver: Receiv
 
     ids = [json.loads(request["body"])["data"]["id"] for request in receiver.requests]
     assert sorted(ids) == sorted([big["id"], small["id"]])
+
+
+def test_a_receiver_answering_410_gone_gets_that_delivery_no_more(receiver: Receiver) -> None:
+    # 410 Gone says the endpoint will not come back: each delivery to it was tried nine
+    # times over a day, then sat in the DLQ. It ends at once, unsent, as a delivery to a
+    # deleted webhook does; any other request answered 410 fails as before.
+    create_webhook(url=receiver.url, event_types=["job.created"], secret="s3cret", user=None)
+    receiver.status = 410
+    job = state.enqueue("noop", {"n": 1}, priority=2)
+    deliver()
+
+    assert len(receiver.requests) == 1
+    (delivery,) = Job.objects.filter(type="http_request")
+    assert (delivery.status, delivery.attempt_count) == (JobStatus.COMPLETED, 1)
+    assert delivery.result["sent"] is False
+    assert "410" in delivery.result["reason"]
+    assert job["id"] in receiver.requests[0]["body"].decode()
+
+    plain = state.enqueue(
+        "http_request", {"method": "POST", "url": receiver.url, "json": {}}, max_retries=1
+    )
+    deliver()
+    assert b"{}" in [request["body"] for request in receiver.requests]  # it was sent
+    assert Job.objects.get(id=plain["id"]).in_dlq
