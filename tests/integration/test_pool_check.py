@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db import OperationalError, connection
@@ -87,25 +88,33 @@ def test_a_pool_that_never_connected_says_at_once_why_it_cannot():
     assert f'database "{settings_dict["NAME"]}" does not exist' in str(refused.value)
 
 
-def test_a_pool_that_cannot_connect_again_says_why():
-    # psycopg_pool's own error says only that it waited; why each connection failed went to
-    # its log.
+@contextmanager
+def pool_behind_a_proxy(alias: str, max_size: int) -> Iterator[tuple[DatabaseWrapper, Proxy]]:
+    """A web process's pool, whose requests give up after one second, reaching PostgreSQL
+    through a proxy the test can cut; connected once, its connection given back."""
     db = connection.settings_dict
     proxy = Proxy((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)))
     settings_dict = copy.deepcopy(db)
     settings_dict.update(HOST="127.0.0.1", PORT=str(proxy.port))
-    settings_dict["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 1, "timeout": 1.0}
-    pooled = DatabaseWrapper(settings_dict, alias="pool_cut")
+    settings_dict["OPTIONS"]["pool"] = {"min_size": 1, "max_size": max_size, "timeout": 1.0}
+    pooled = DatabaseWrapper(settings_dict, alias=alias)
     try:
         _backend(pooled)
         pooled.close()
-        proxy.cut()
-        with pytest.raises(OperationalError) as lost:
-            _backend(pooled)
+        yield pooled, proxy
     finally:
         pooled.close()
         pooled.close_pool()
         proxy.close()
+
+
+def test_a_pool_that_cannot_connect_again_says_why():
+    # psycopg_pool's own error says only that it waited; why each connection failed went to
+    # its log.
+    with pool_behind_a_proxy("pool_cut", max_size=1) as (pooled, proxy):
+        proxy.cut()
+        with pytest.raises(OperationalError) as lost:
+            _backend(pooled)
     said = str(lost.value)
     assert said.startswith("couldn't get a connection after 1.00 sec: ")
     assert "server closed the connection unexpectedly" in said
@@ -118,16 +127,7 @@ OUTAGE_SECONDS = 20.0
 
 @pytest.mark.slow
 def test_after_an_outage_the_pool_connects_again_within_seconds_of_the_database():
-    db = connection.settings_dict
-    proxy = Proxy((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)))
-    settings_dict = copy.deepcopy(db)
-    settings_dict.update(HOST="127.0.0.1", PORT=str(proxy.port))
-    # As a web process's pool, but a request gives up after one second.
-    settings_dict["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 2, "timeout": 1.0}
-    pooled = DatabaseWrapper(settings_dict, alias="pool_outage")
-    try:
-        _backend(pooled)
-        pooled.close()
+    with pool_behind_a_proxy("pool_outage", max_size=2) as (pooled, proxy):
         proxy.cut()
         outage_ends = time.monotonic() + OUTAGE_SECONDS
         while time.monotonic() < outage_ends:  # requests keep coming, and fail
@@ -143,7 +143,3 @@ def test_after_an_outage_the_pool_connects_again_within_seconds_of_the_database(
                 assert time.monotonic() - back < 30
         # The pool's next attempt came within its first delays, not 11 s later.
         assert time.monotonic() - back < 6
-    finally:
-        pooled.close()
-        pooled.close_pool()
-        proxy.close()
