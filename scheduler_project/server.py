@@ -22,6 +22,12 @@
   before serving: a full collection otherwise walked its ~150,000 objects, a 100 ms stop
   of every request in the process about every 2,000 requests (the p99 of the benchmark's
   HTTP enqueue). Collections still find cycles made by requests.
+- uvicorn serves the `socket.socket`s inside gunicorn's listeners, not the listeners: when a
+  server stops, uvloop detaches a `socket.socket` whose descriptor libuv has closed, but
+  calls `close()` on any other object, which closed the descriptor a second time. Every
+  stop logged "Error while closing socket [Errno 9] Bad file descriptor" per process, and
+  the second close could close whatever another thread (a database connection) had just
+  opened under the same number.
 """
 
 from __future__ import annotations
@@ -215,10 +221,11 @@ class UvicornWorker(BaseUvicornWorker):
         super().run()
 
     async def _serve(self) -> None:
-        # uvicorn-worker's, serving with `Server` rather than uvicorn's.
+        # uvicorn-worker's, serving with `Server` rather than uvicorn's, and on the sockets
+        # gunicorn's listeners wrap rather than on the wrappers (see the module's docstring).
         self.config.app = self.wsgi
         server = Server(config=self.config)
         self._install_sigquit_handler()
-        await server.serve(sockets=self.sockets)
+        await server.serve(sockets=[listener.sock for listener in self.sockets])
         if not server.started:
             sys.exit(Arbiter.WORKER_BOOT_ERROR)

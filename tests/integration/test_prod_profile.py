@@ -1,7 +1,8 @@
 """`make prod` as a user meets it: the production profile started by its own command, then
 driven over real HTTP (gunicorn with two uvicorn worker processes, DEBUG off): a console
 login, a static file, an API write whose events reach an event stream, over-long request
-lines answered in the error envelope, and a worker that is restarted after a SIGTERM."""
+lines answered in the error envelope, a worker that is restarted after a SIGTERM, and a stop
+by Ctrl-C that finishes the request under way and logs no error."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -35,6 +37,7 @@ class Profile:
     port: int
     admin: dict[str, str]
     log: Path
+    process: subprocess.Popen[bytes]
 
     @property
     def base(self) -> str:
@@ -43,6 +46,15 @@ class Profile:
     def worker_pid(self) -> int:
         found = re.findall(r"runworker \(pid (\d+)\)", self.log.read_text())
         return int(found[-1])
+
+    def interrupt(self) -> None:
+        """Ctrl-C, as an operator stops it."""
+        self.process.send_signal(signal.SIGINT)
+
+    def stopped(self) -> str:
+        """Its whole output, once it has exited 0."""
+        assert self.process.wait(timeout=60) == 0, self.log.read_text()
+        return self.log.read_text()
 
 
 @pytest.fixture
@@ -73,9 +85,11 @@ def profile(subprocess_env: dict[str, str], tmp_path: Path) -> Iterator[Profile]
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         admin = json.loads((data / "dev-admin.json").read_text())
-        yield Profile(int(env["WEB_PORT"]), admin, log)
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0, log.read_text()
+        profile = Profile(int(env["WEB_PORT"]), admin, log, process)
+        yield profile
+        if process.poll() is None:
+            profile.interrupt()
+            profile.stopped()
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -93,7 +107,9 @@ def read_event(stream: http.client.HTTPResponse) -> tuple[str, dict[str, object]
     raise AssertionError("the stream ended")
 
 
-def test_make_prod_serves_the_console_the_api_events_and_static_files(profile: Profile) -> None:
+def test_make_prod_serves_the_console_the_api_events_and_static_files_then_stops_cleanly(
+    profile: Profile,
+) -> None:
     # A worker told to stop (as a deploy does) finishes, and its supervisor starts another.
     first_worker = profile.worker_pid()
     os.kill(first_worker, signal.SIGTERM)
@@ -141,8 +157,8 @@ def test_make_prod_serves_the_console_the_api_events_and_static_files(profile: P
     assert read_event(stream)[0] == "stats.updated"
 
     api = http.client.HTTPConnection("127.0.0.1", profile.port, timeout=30)
-    body = json.dumps({"type": "noop", "payload": {}, "priority": 1})
-    api.request("POST", "/api/v1/jobs", body, {**auth, "Content-Type": "application/json"})
+    noop = json.dumps({"type": "noop", "payload": {}, "priority": 1}).encode()
+    api.request("POST", "/api/v1/jobs", noop, {**auth, "Content-Type": "application/json"})
     created = api.getresponse()
     assert created.status == 201
     job_id = json.loads(created.read())["id"]
@@ -155,3 +171,34 @@ def test_make_prod_serves_the_console_the_api_events_and_static_files(profile: P
             seen.add(name)
     stream_connection.close()
     assert profile.worker_pid() != first_worker
+
+    # Ctrl-C with a request under way: the server has its head (it asked for the body with
+    # "100 Continue"), and the body comes only once both web processes are stopping.
+    late = http.client.HTTPConnection("127.0.0.1", profile.port, timeout=30)
+    late.putrequest("POST", "/api/v1/jobs")
+    for name, value in {
+        **auth,
+        "Content-Type": "application/json",
+        "Content-Length": str(len(noop)),
+        "Expect": "100-continue",
+    }.items():
+        late.putheader(name, value)
+    late.endheaders()
+    assert late.sock.recv(12, socket.MSG_PEEK | socket.MSG_WAITALL) == b"HTTP/1.1 100"
+    before = len(profile.log.read_text())
+    profile.interrupt()
+    deadline = time.monotonic() + 30
+    while len(re.findall(r"\] Shutting down\n", profile.log.read_text()[before:])) < 2:
+        assert time.monotonic() < deadline, profile.log.read_text()
+        time.sleep(0.1)
+    late.send(noop)
+    answer = late.getresponse()  # skips the "100 Continue"
+    assert answer.status == 201, answer.read()
+    assert json.loads(answer.read())["type"] == "noop"
+    late.close()
+
+    # A clean stop, the worker restarted above included, is no error for the operator.
+    output = profile.stopped()
+    served = output[output.index("Starting gunicorn") :].splitlines()
+    errors = [line for line in served if re.search("error|traceback|exception", line, re.I)]
+    assert errors == [], output
