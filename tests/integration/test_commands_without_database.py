@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -65,27 +64,35 @@ def manage(command: list[str], tmp_path: Path) -> list[str]:
     ]
 
 
+# A command that waited for the pool rather than failing at once would outlast `run_command`'s
+# timeout by far, however busy the machine, where a bound on the seconds it took would not.
+POOL_TIMEOUT_SECONDS = 600
+
+
 def environment(database_url: str) -> dict[str, str]:
-    return {**subprocess_environment(), "DATABASE_URL": database_url, "DEBUG": "true"}
+    return {
+        **subprocess_environment(),
+        "DATABASE_URL": database_url,
+        "DATABASE_POOL_TIMEOUT": str(POOL_TIMEOUT_SECONDS),
+        "DEBUG": "true",
+    }
 
 
 def run_command(
     command: list[str], database_url: str, tmp_path: Path
-) -> tuple[subprocess.CompletedProcess[str], float]:
-    started = time.monotonic()
-    done = subprocess.run(
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         manage(command, tmp_path),
         cwd=settings.BASE_DIR,
         env=environment(database_url),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=POOL_TIMEOUT_SECONDS / 10,
     )
-    return done, time.monotonic() - started
 
 
 def assert_refused_at_once(
-    done: subprocess.CompletedProcess[str], seconds: float, database_url: str, reason: str
+    done: subprocess.CompletedProcess[str], database_url: str, reason: str
 ) -> None:
     parts = urlsplit(database_url)
     user, host = parts.netloc.partition(":")[0], parts.netloc.rpartition("@")[2]
@@ -97,8 +104,6 @@ def assert_refused_at_once(
     assert re.match(f"CommandError: {shown}: ", said), said
     assert parts.password and parts.password not in said
     assert reason in said
-    # The pool's timeout is 10 s; a process's start is about one.
-    assert seconds < 5, f"{seconds:.1f} s"
     assert done.stdout == ""
 
 
@@ -107,8 +112,8 @@ def test_a_command_on_a_database_that_does_not_exist_says_so_at_once(command, tm
     url = with_password(
         elsewhere(subprocess_environment()["DATABASE_URL"], database="never_created")
     )
-    done, seconds = run_command(command, url, tmp_path)
-    assert_refused_at_once(done, seconds, url, 'database "never_created" does not exist')
+    done = run_command(command, url, tmp_path)
+    assert_refused_at_once(done, url, 'database "never_created" does not exist')
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda command: command[0])
@@ -116,13 +121,13 @@ def test_a_command_whose_database_server_refuses_connections_says_so_at_once(
     command, closed_port, tmp_path
 ):
     url = f"postgres://postgres:{PASSWORD}@127.0.0.1:{closed_port}/scheduler"
-    done, seconds = run_command(command, url, tmp_path)
-    assert_refused_at_once(done, seconds, url, "Connection refused")
+    done = run_command(command, url, tmp_path)
+    assert_refused_at_once(done, url, "Connection refused")
 
 
 def test_traceback_shows_the_whole_chain_of_a_connection_refused(tmp_path):
     url = elsewhere(subprocess_environment()["DATABASE_URL"], database="never_created")
-    done, _seconds = run_command(["migrate", "--traceback"], url, tmp_path)
+    done = run_command(["migrate", "--traceback"], url, tmp_path)
     assert done.returncode == 1
     assert done.stderr.startswith("Traceback (most recent call last):"), done.stderr
     assert "The above exception was the direct cause of the following exception" in done.stderr
@@ -138,7 +143,7 @@ def test_a_database_lost_after_the_command_connected_keeps_its_traceback(tmp_pat
         "connection.cursor().execute('SELECT pg_terminate_backend(pg_backend_pid())')"
     )
     url = subprocess_environment()["DATABASE_URL"]
-    done, _seconds = run_command(["shell", "-c", lost], url, tmp_path)
+    done = run_command(["shell", "-c", lost], url, tmp_path)
     assert done.returncode == 1
     assert "Traceback (most recent call last):" in done.stderr
     assert done.stderr.rstrip().endswith("terminating connection due to administrator command")
