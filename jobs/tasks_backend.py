@@ -23,6 +23,7 @@ receiver reading the result sees it final, as with Django's own backends.
 from __future__ import annotations
 
 import atexit
+import copy
 import logging
 import os
 import re
@@ -40,7 +41,11 @@ from django.utils import timezone
 from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
 from django_tasks.backends.base import BaseTaskBackend
 from django_tasks.base import Task, TaskError
-from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
+from django_tasks.exceptions import (
+    InvalidTaskBackendError,
+    InvalidTaskError,
+    TaskResultDoesNotExist,
+)
 from django_tasks.signals import task_enqueued, task_finished, task_started
 from django_tasks.utils import normalize_json
 from typing_extensions import ParamSpec
@@ -151,7 +156,12 @@ class SchedulerBackend(BaseTaskBackend):
         if name not in registry:
             doc = (task.func.__doc__ or "").strip().split("\n")[0]
             registry.register(
-                name, schema=TASK_PAYLOAD_SCHEMA, description=doc or f"Django task {task.name}"
+                name,
+                schema=TASK_PAYLOAD_SCHEMA,
+                description=doc or f"Django task {task.name}",
+                # A job made through the API waits where `enqueue()` would put it.
+                queue=task.queue_name,
+                checks=TASK_PAYLOAD_CHECKS,
             )(run_task)
 
     def enqueue(
@@ -166,7 +176,8 @@ class SchedulerBackend(BaseTaskBackend):
         payload = {
             "args": args,
             "kwargs": kwargs,
-            "priority": task.priority,
+            # Django takes any value equal to a whole number (True, 5.0); it stores the number.
+            "priority": int(task.priority),
             "run_after": task.run_after.isoformat() if task.run_after else None,
             "backend": self.alias,
         }
@@ -211,9 +222,10 @@ class SchedulerBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id) from None
         if spec.func is not run_task:
             raise TaskResultDoesNotExist(result_id)
-        # A job made without one (through the API, or before the alias was kept): this
-        # backend read it, so it can refresh it.
-        return _result(job, job.payload.get("backend", self.alias))
+        return _result(job, _alias(job, reader=self.alias))
+
+
+BACKEND_PATH = f"{SchedulerBackend.__module__}.{SchedulerBackend.__qualname__}"
 
 
 # The task's own names for the job fields Django's checks let through and enqueue refuses.
@@ -248,14 +260,76 @@ def _task_at(path: str) -> Task[Any, Any]:
 
 
 def _as_enqueued(job: Job, backend: str) -> Task[Any, Any]:
-    """The task a job runs, with the settings it was enqueued with."""
+    """The task a job runs, with the settings it was enqueued with, as a record: not made
+    with `Task.using`, which judges it by the settings of today. A queue since dropped from
+    QUEUES (or one the API was given) made its result unreadable and failed every attempt;
+    QUEUES judges what Django enqueues, as Django states it (enqueuing this task again is
+    judged), and a job the scheduler holds runs in its queue."""
+    declared = _task_at(job.type)
     run_after = job.payload.get("run_after")
-    return _task_at(job.type).using(
-        priority=job.payload.get("priority"),
-        queue_name=job.queue,
-        run_after=datetime.fromisoformat(run_after) if run_after else None,
-        backend=backend,
-    )
+    enqueued = copy.copy(declared)  # a frozen dataclass: a copy, set as django-tasks sets one
+    for name, value in {
+        "priority": job.payload.get("priority", declared.priority),
+        "queue_name": job.queue,
+        "run_after": datetime.fromisoformat(run_after) if run_after else None,
+        "backend": backend,
+    }.items():
+        object.__setattr__(enqueued, name, value)
+    return enqueued
+
+
+def _alias(job: Job, task: Task[Any, Any] | None = None, reader: str | None = None) -> str:
+    """The TASKS alias a task's result names (`backend`: what its `refresh()`, its context
+    and a receiver's `get_result()` go through): the one it was enqueued through while that
+    still names this scheduler; else (renamed or removed since, or none kept: a job made
+    through the API) the backend reading it, else the task's own, else the first alias
+    naming this scheduler."""
+    enqueued_through = job.payload.get("backend")
+    if _names_this_scheduler(enqueued_through):
+        return enqueued_through
+    if reader is not None:
+        return reader
+    declared = task or _task_at(job.type)
+    for alias in (declared.backend, *task_backends):
+        if _names_this_scheduler(alias):
+            return alias
+    raise InvalidTaskBackendError(f"No TASKS alias names {BACKEND_PATH}.")
+
+
+def _names_this_scheduler(alias: object) -> bool:
+    if not isinstance(alias, str) or alias not in task_backends.settings:
+        return False
+    try:
+        return isinstance(task_backends[alias], SchedulerBackend)
+    except InvalidTaskBackendError:  # an alias whose BACKEND cannot be imported
+        return False
+
+
+def _backend_alias(alias: str) -> None:
+    """A task job's `backend` (through the API): an alias no worker could run it through
+    would fail each attempt, so it is refused."""
+    if not _names_this_scheduler(alias):
+        ours = [name for name in task_backends if _names_this_scheduler(name)]
+        raise ValueError(
+            f"{alias!r} is not a TASKS alias of {BACKEND_PATH} (those are: {', '.join(ours)})."
+        )
+
+
+def _run_after(written: str | None) -> None:
+    """A task job's `run_after` (through the API): what `get_result()` gives back as the
+    task's, so a datetime it can read."""
+    if written is None:
+        return
+    try:
+        instant = datetime.fromisoformat(written)
+    except ValueError:
+        raise ValueError(f"{written!r} is not an ISO 8601 date-time.") from None
+    if timezone.is_naive(instant):
+        raise ValueError(f"{written!r} names no UTC offset (a naive datetime names no zone).")
+
+
+# What TASK_PAYLOAD_SCHEMA cannot state (`jobs.registry` runs them once a payload fits it).
+TASK_PAYLOAD_CHECKS = {"backend": _backend_alias, "run_after": _run_after}
 
 
 def _result(job: Job, backend: str, attempts: list[JobAttempt] | None = None) -> TaskResult[Any]:
@@ -320,10 +394,11 @@ def _error(attempt: JobAttempt) -> TaskError:
 def _class_path(qualname: str, trace: str) -> str:
     """`module.QualName` of the exception, as Django records it. The attempt keeps the
     class's qualified name; Python's traceback prints the module before it on the last
-    line naming it (except for builtins). The failures no code raised are named by
+    line naming it (except for builtins), inside the margin it draws around an exception
+    group ("  | ExceptionGroup: ..."). The failures no code raised are named by
     `RECORDED_WITHOUT_TRACE`; for any other without a trace, its recorded name is all
     there is."""
-    pattern = re.compile(rf"^(?:([\w.]+)\.)?{re.escape(qualname)}(?::|$)")
+    pattern = re.compile(rf"^(?:  \| )?(?:([\w.]+)\.)?{re.escape(qualname)}(?::|$)")
     for line in reversed(trace.splitlines()):
         if match := pattern.match(line):
             return f"{match.group(1) or 'builtins'}.{qualname}"
@@ -338,8 +413,9 @@ def run_task(job: JobContext) -> Any:
     outcome (`finished_batch`)."""
     task = _task_at(job.type)
     args, kwargs = job.payload.get("args", []), job.payload.get("kwargs", {})
-    backend = job.payload.get("backend", task.backend)
-    result = _result(Job.objects.get(id=job.id), backend)
+    stored = Job.objects.get(id=job.id)
+    backend = _alias(stored, task)
+    result = _result(stored, backend)
     task_started.send(type(task_backends[backend]), task_result=result)
     context = [TaskContext(task_result=result)] if task.takes_context else []
     # As Django's backends: a tuple is returned as a list, anything else not JSON fails.
@@ -414,7 +490,7 @@ def _send_finished(finished: Sequence[tuple[str, TaskResultStatus]]) -> None:
         if job is None or _status(job) != status:
             continue
         try:
-            backend = job.payload.get("backend") or _task_at(job.type).backend
+            backend = _alias(job)
             result = _result(job, backend, tried)
             sender = type(task_backends[backend])
         except Exception:

@@ -1,9 +1,11 @@
 """The errors of a task whose attempts raised nothing a traceback names (its handler ran
-over its timeout, its worker was lost, it was cancelled while running): each names a class
-a caller can import and compare, as Django's `TaskError.exception_class` does."""
+over its timeout, its worker was lost, it was cancelled while running), or raised an
+exception group (whose traceback Python prints in a frame of its own): each names a class a
+caller can import and compare, as Django's `TaskError.exception_class` does."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -74,3 +76,33 @@ def test_every_name_recorded_without_a_trace_is_a_class_of_the_project() -> None
         assert issubclass(found, BaseException)
         if found.__module__.startswith("worker."):
             assert record_of(found("what happened")).error_type == recorded
+
+
+async def _task_group() -> None:
+    async def fails() -> None:
+        raise ValueError("one of the group")
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(fails())
+
+
+def test_an_exception_group_names_its_class(declared: None) -> None:
+    # An async task running a TaskGroup, or code using `except*`, fails with an exception
+    # group, whose lines Python prints inside a margin ("  | ExceptionGroup: ..."). Before:
+    # the bare "ExceptionGroup", which `exception_class` cannot import.
+    with pytest.raises(ExceptionGroup) as raised:
+        asyncio.run(_task_group())
+    written = record_of(raised.value)
+    result = tasks.explode.enqueue("grouped")
+    (claimed,) = state.claim(new_worker().id, 1, [uuid.UUID(result.id)])
+    fail_attempt(
+        claimed.id,
+        claimed.attempt_id,
+        error_type=written.error_type,
+        error_message=written.error_message,
+        stack_trace=written.stack_trace,
+        retry_delay=timedelta(minutes=5),
+    )
+    (error,) = task_backends["default"].get_result(result.id).errors
+    assert error.exception_class is ExceptionGroup
+    assert "ValueError: one of the group" in error.traceback
