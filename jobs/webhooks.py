@@ -1,12 +1,22 @@
 """Notification webhooks: every matching event becomes an `http_request` job.
 
 A delivery is an ordinary job, so it is retried with backoff and lands in the DLQ like any
-other. Its payload carries the exact body to send (`body`, a string) so that the signature
-`X-Scheduler-Signature: sha256=<HMAC-SHA256 of the body with the webhook's secret>` is
-computed once, here, over the bytes the receiver will get. The body names its event (`id`,
-also in `X-Scheduler-Event-Id`): every attempt sends the same, and so does every webhook the
-event goes to, so that a receiver can tell a delivery it has handled (its answer lost, or a
+other. Its payload carries the exact body to send (`body`, a string), so that the signature
+`X-Scheduler-Signature: sha256=<HMAC-SHA256 of the body with the webhook's secret>` is made
+over the bytes the receiver will get. The body names its event (`id`, also in
+`X-Scheduler-Event-Id`): every attempt sends the same, and so does every webhook the event
+goes to, so that a receiver can tell a delivery it has handled (its answer lost, or a
 request replayed) from a new one; signed with the rest, it cannot be changed to look new.
+
+Each attempt goes to the webhook as it is then (`as_it_is_now`, one query): to its current
+URL, signed with its current secret, so that a URL moved or a secret rotated (it leaked)
+holds for deliveries waiting for their turn, for a retry or in the DLQ too, as Stripe and
+Standard Webhooks senders do. Only a body this module made is signed at send time: its
+delivery carries a `seal` (an HMAC keyed with Django's SECRET_KEY over its headers and
+body), and a request that anyone who may create jobs, or edit a dead letter, wrote naming
+the webhook goes to its URL with the signature it carries, so that no one gets a body of
+their own signed with a secret they do not know. A delivery to a deleted webhook, or an event's to a
+disabled one, is not sent at all.
 
 Dispatch runs in every process that commits transitions (API, console, worker), after each
 commit, as a subscriber of `jobs.notifier` (`dispatch_batch`). Each process keeps
@@ -15,9 +25,7 @@ query at all; when a webhook matches, one query confirms it is still active and 
 it is now (URL, secret, events) before anything is enqueued, so a deleted webhook stops at
 once everywhere, a changed one is sent as changed, and a new one starts within the cache
 interval. Events about delivery jobs themselves (marked by the `X-Scheduler-Webhook`
-header in their payload) are never delivered, so deliveries cannot loop. A delivery already
-enqueued checks again when it runs (`withdrawn`): one waiting for its turn, for a retry or
-in the DLQ when its webhook is deleted or disabled is never sent.
+header in their payload) are never delivered, so deliveries cannot loop.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db.models.signals import post_delete, post_migrate, post_save
 from django.dispatch import receiver
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from . import outbound, state
 from .events import EVENT_TYPES, STATS_UPDATED
@@ -73,6 +82,31 @@ DELIVERABLE_EVENT_TYPES = tuple(t for t in EVENT_TYPES if t != STATS_UPDATED)
 def sign(secret: str, body: bytes) -> str:
     """HMAC-SHA256 of `body` keyed with `secret`, as lowercase hex."""
     return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _signature(secret: str, body: str) -> str:
+    return "sha256=" + sign(secret, body.encode())
+
+
+_SEAL_SALT = "jobs.webhooks.delivery"
+
+
+def _seal(headers: dict[str, str], body: str, key: str | bytes) -> str:
+    # Over every header but the signature (the webhook's id and the event's type and id
+    # included), so that a sealed body cannot be sent as another webhook's or as a test.
+    signed = {name: value for name, value in headers.items() if name != SIGNATURE_HEADER}
+    message = json.dumps([signed, body], sort_keys=True)
+    return salted_hmac(_SEAL_SALT, message, secret=key, algorithm="sha256").hexdigest()
+
+
+def _sealed(payload: dict[str, Any], headers: dict[str, str]) -> bool:
+    """Whether this module made the delivery's headers and body (SECRET_KEY_FALLBACKS
+    honoured, as Django's own signing does)."""
+    seal, body = payload.get("seal"), payload.get("body")
+    if not isinstance(seal, str) or not isinstance(body, str):
+        return False
+    keys = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    return any(constant_time_compare(seal, _seal(headers, body, key)) for key in keys)
 
 
 # --- managing webhooks ---------------------------------------------------------------------
@@ -180,7 +214,9 @@ def delivery_spec(
         EVENT_HEADER: event_type,
         EVENT_ID_HEADER: event_id,
         WEBHOOK_HEADER: str(webhook_id),
-        SIGNATURE_HEADER: "sha256=" + sign(secret, body.encode()),
+        # Signed again at each attempt with the secret then (`as_it_is_now`); kept for a
+        # worker of an earlier version, which sends it as it is.
+        SIGNATURE_HEADER: _signature(secret, body),
     }
     payload = {
         "method": "POST",
@@ -188,6 +224,7 @@ def delivery_spec(
         "headers": headers,
         "body": body,
         "timeout": settings.WEBHOOK_TIMEOUT_SECONDS,
+        "seal": _seal(headers, body, settings.SECRET_KEY),
     }
     return state.JobSpec(
         type=DELIVERY_TYPE,
@@ -198,28 +235,37 @@ def delivery_spec(
     )
 
 
-def withdrawn(headers: dict[str, str]) -> str | None:
-    """Why a request must not be sent: it is a delivery whose webhook no longer exists, or an
-    event's delivery to a disabled webhook. None for any other request: a test delivery to
-    a disabled webhook is sent, since an operator asked for it, often to check the receiver
-    before enabling the webhook again.
+class Withdrawn(Exception):
+    """A delivery not to send; the message says why."""
 
-    Only existence and `is_active` are read: the signature was made when the delivery was
-    enqueued, and the secret is never looked up here, since signing at send time would sign
-    whatever body any `http_request` job naming the webhook carried, for whoever may create
-    jobs."""
+
+def as_it_is_now(payload: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """The URL and headers an `http_request` job's attempt is sent with: its own, unless it
+    names a webhook (`X-Scheduler-Webhook`). Then it goes to the webhook's URL as it is now,
+    signed with its secret as it is now when the delivery is sealed (its body and other
+    headers stay the delivery's own), and raises Withdrawn when the webhook is deleted, or
+    disabled for any delivery but a test one, which an operator asked for, often to check
+    the receiver before enabling the webhook again. One query, and none for a request
+    naming no webhook."""
+    url: str = payload["url"]
+    headers: dict[str, str] = dict(payload.get("headers") or {})
     webhook_id = headers.get(WEBHOOK_HEADER)
     if webhook_id is None:
-        return None
-    gone = f"webhook {webhook_id} was deleted"
+        return url, headers
+    gone = Withdrawn(f"webhook {webhook_id} was deleted")
     if not (webhook_id.isascii() and webhook_id.isdigit()):
-        return gone
-    active = list(Webhook.objects.filter(id=int(webhook_id)).values_list("is_active", flat=True))
-    if not active:
-        return gone
-    if not active[0] and headers.get(EVENT_HEADER) != TEST_EVENT:
-        return f"webhook {webhook_id} is disabled"
-    return None
+        raise gone
+    webhook = (
+        Webhook.objects.filter(id=int(webhook_id)).values_list("is_active", "url", "secret").first()
+    )
+    if webhook is None:
+        raise gone
+    active, url, secret = webhook
+    if not active and headers.get(EVENT_HEADER) != TEST_EVENT:
+        raise Withdrawn(f"webhook {webhook_id} is disabled")
+    if _sealed(payload, headers):
+        headers[SIGNATURE_HEADER] = _signature(secret, payload["body"])
+    return url, headers
 
 
 def is_delivery(job: dict[str, Any]) -> bool:

@@ -83,6 +83,9 @@ def send_email(job: JobContext) -> dict[str, Any]:
             # A body sent byte for byte (a signed webhook delivery), instead of `json`.
             "body": {"type": "string"},
             "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 300},
+            # A webhook's delivery: the scheduler made its body, to be signed at each
+            # attempt with the webhook's secret as it is then (`jobs.webhooks`).
+            "seal": {"type": "string"},
         },
         "required": ["url"],
         "additionalProperties": False,
@@ -98,23 +101,24 @@ def http_request(job: JobContext) -> dict[str, Any]:
     answer (a redirect too: none is followed) or a timeout fails the attempt, and so does a
     target on an internal network (jobs/outbound.py), or a host IDNA cannot encode in a job
     stored before its host was checked when created; a 429 or 503 answer with a Retry-After
-    is tried again when it says. A webhook's delivery is not sent once its webhook is
-    deleted."""
+    is tried again when it says. A webhook's delivery goes to the webhook's URL, signed with
+    its secret, as they are at each attempt, and is not sent once its webhook is deleted."""
     payload = job.payload
     body = None
-    headers = dict(payload.get("headers") or {})
-    if (withdrawn := webhooks.withdrawn(headers)) is not None:
+    try:
+        target, headers = webhooks.as_it_is_now(payload)
+    except webhooks.Withdrawn as withdrawn:
         job.logger.info("not sent: %s", withdrawn)
-        return {"sent": False, "reason": withdrawn}
+        return {"sent": False, "reason": str(withdrawn)}
     if "body" in payload:
         body = payload["body"].encode()
     elif "json" in payload:
         body = json.dumps(payload["json"]).encode()
         headers.setdefault("Content-Type", "application/json")
     try:
-        url = outbound.sendable_url(payload["url"])
+        url = outbound.sendable_url(target)
     except outbound.UnsendableURL as exc:
-        raise HandlerFailure(f"{payload['url']} cannot be sent: {exc}") from exc
+        raise HandlerFailure(f"{target} cannot be sent: {exc}") from exc
     request = urllib.request.Request(  # noqa: S310 - sendable_url allows http(s) only
         url, data=body, headers=headers, method=payload.get("method", "POST")
     )
@@ -124,12 +128,12 @@ def http_request(job: JobContext) -> dict[str, Any]:
             status = response.status
     except urllib.error.HTTPError as exc:
         exc.close()  # the error holds the open response; the attempt keeps only its status
-        answered = f"{payload['url']} answered {exc.code} {exc.reason}"
+        answered = f"{target} answered {exc.code} {exc.reason}"
         location = exc.headers.get("Location")
         if 300 <= exc.code < 400 and location:
             # Named in full, so that the operator can tell whether it is the URL to use.
             raise HandlerFailure(
-                f"{answered}, pointing to {urljoin(payload['url'], location)}; redirects are "
+                f"{answered}, pointing to {urljoin(target, location)}; redirects are "
                 "not followed: if that is the right address, use it instead"
             ) from exc
         if exc.code == 410 and webhooks.WEBHOOK_HEADER in headers:
@@ -155,7 +159,7 @@ def http_request(job: JobContext) -> dict[str, Any]:
         if isinstance(exc.reason, outbound.TargetRefused):
             raise HandlerFailure(str(exc.reason)) from exc
         raise
-    job.logger.info("%s %s -> %s", request.method, payload["url"], status)
+    job.logger.info("%s %s -> %s", request.method, target, status)
     # The answer's first characters, as the result can hold them (a binary answer's NUL
     # written as its escape).
     return {"status": status, "body": limits.storable_text(text[:2000])}
