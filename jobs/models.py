@@ -95,7 +95,8 @@ class Job(models.Model):
     result = models.JSONField(null=True, blank=True)
     # No index of its own: reads by worker go through the partial `jobs_worker_idx`. No
     # constraint in the database either: a worker's row is written before its first claim
-    # and never deleted, and checking it cost every claimed job a deferred lookup at commit.
+    # and deleted only once stopped past the retention with no job processing under it
+    # (`prune_workers`), and checking it cost every claimed job a deferred lookup at commit.
     worker = models.ForeignKey(
         "Worker",
         null=True,

@@ -6,9 +6,11 @@ logs, in bounded batches, by one pruner at a time (`worker.maintenance.Pruner` r
   `SCHEDULER_RETAIN_DLQ` gives them a retention too (counted from their last failure).
 - A job that a job still waiting depends on is never deleted: its dependent would lose its
   `depends_on` (and, for one not yet released, the upstream it waits for).
+- Workers that stopped, or were declared dead, go `SCHEDULER_RETAIN_COMPLETED` seconds
+  after, unless a job is still processing under them (`prune_workers`).
 
-A zero retention keeps those jobs forever. Deleting changes the job counters in the same
-transaction (the triggers of `job_counts`), so `/jobs/stats` stays exact.
+A zero retention keeps those jobs (and workers) forever. Deleting changes the job counters
+in the same transaction (the triggers of `job_counts`), so `/jobs/stats` stays exact.
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ class Pruned:
     jobs: int
     attempts: int
     logs: int
-    # A batch was full (of jobs, audit entries or idempotency keys): more rows past their
-    # retention may be waiting.
+    workers: int
+    # A batch was full (of jobs, audit entries, idempotency keys or workers): more rows past
+    # their retention may be waiting.
     more: bool
 
 
@@ -60,8 +63,9 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
 
     None when another pruner holds the turn. A batch that removed jobs is recorded as the
     last prune: a new one, or added to it when `continues` (the previous batch was full).
-    Audit entries past `SCHEDULER_RETAIN_AUDIT` and idempotency keys past their window go in
-    the same transaction, up to `limit` of each.
+    Audit entries past `SCHEDULER_RETAIN_AUDIT`, idempotency keys past their window and
+    workers stopped longer ago than the completed jobs' retention go in the same
+    transaction, up to `limit` of each.
     """
     retention = retention or Retention.from_settings()
     now = timezone.now()
@@ -88,11 +92,17 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
             "prune_idempotency_keys",
             {"window": settings.SCHEDULER_IDEMPOTENCY_WINDOW, "limit": limit},
         )[0]["deleted"]
+        # A stopped worker's row is history like a finished job's, kept as long: the
+        # attempts of the jobs kept name its host until then.
+        workers = fetch(
+            "prune_workers", {"before": _before(now, retention.completed), "limit": limit}
+        )[0]["deleted"]
         pruned = Pruned(
             row["deleted_jobs"],
             row["deleted_attempts"],
             row["deleted_logs"],
-            more=max(len(candidates), audited, keys) >= limit,
+            workers,
+            more=max(len(candidates), audited, keys, workers) >= limit,
         )
         _record(pruned, now, continues)
         fetch("count_prune", {"jobs": pruned.jobs})

@@ -103,12 +103,20 @@ class Heartbeat(Unit):
     name = "heartbeat"
 
     def __init__(
-        self, worker_id: uuid.UUID, interval: float, unhandled_types: Sequence[str] = ()
+        self,
+        worker_id: uuid.UUID,
+        interval: float,
+        unhandled_types: Sequence[str] = (),
+        register: Callable[[], None] | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.interval = interval
         # The worker's list of the types it has no handler for, recorded for `jobs.explain`.
         self.unhandled_types = unhandled_types
+        # Writes the worker's row again: one declared dead while cut off, then kept no
+        # longer than the retention (`prune_workers`), would otherwise run unseen by the
+        # console, /metrics and the rescue, which reads a worker's liveness from its row.
+        self.register = register
 
     def run_once(self) -> dict[str, int]:
         # A worker declared dead (it was stopped, or cut off) that beats again is alive: the
@@ -122,6 +130,10 @@ class Heartbeat(Unit):
             ),
             stopped_at=Case(When(status=WorkerStatus.DEAD, then=None), default=F("stopped_at")),
         )
+        if beats == 0 and self.register is not None:
+            self.register()
+            logger.warning("worker %s had been pruned as stopped; registered again", self.worker_id)
+            return {"beats": 0, "registered": 1}
         return {"beats": beats}
 
 

@@ -307,7 +307,11 @@ class Worker:
             stuck_after=timedelta(seconds=stuck_after),
         )
         self._units = [
-            _Timed(Heartbeat(self.id, heartbeat, self.processor.unhandled_types)),
+            _Timed(
+                Heartbeat(
+                    self.id, heartbeat, self.processor.unhandled_types, register=self._register
+                )
+            ),
             _Timed(rescuer),
             _Timed(self.feeder),
             _Timed(claims),
