@@ -55,6 +55,9 @@ if TYPE_CHECKING:
     from pydantic import ValidationError as PayloadTypeError
 
 HandlerFunc = Callable[..., Any]
+# Given a dotted job type's name and what it names once its module is imported (`load`),
+# registers it when it is of the loader's kind, else leaves it.
+Loader = Callable[[str, object], None]
 PayloadT = TypeVar("PayloadT", default=dict[str, Any])
 
 logger = logging.getLogger(__name__)
@@ -305,6 +308,7 @@ def derive_schema(payload_type: Any) -> tuple[dict[str, Any], TypeAdapter[Any]]:
 class HandlerRegistry:
     def __init__(self) -> None:
         self._handlers: dict[str, HandlerSpec] = {}
+        self._loaders: list[Loader] = []
 
     def register(
         self,
@@ -377,16 +381,30 @@ class HandlerRegistry:
         except KeyError:
             raise UnknownJobType(name) from None
 
+    def add_loader(self, loader: Loader) -> None:
+        """Have `load` hand `loader` what the dotted names it imports name: a kind of job
+        type that registers itself otherwise than by `@handler` adds one (a Django task:
+        `jobs.tasks_backend`), so the registry names none of them."""
+        if loader not in self._loaders:
+            self._loaders.append(loader)
+
     def load(self, name: str) -> HandlerSpec:
         """`get`, first importing the module a dotted name lives in when the name is not
         registered yet: a Django task's job type is its module path, and importing the
-        module declares the task, which registers it (`jobs.tasks_backend`). For names read
-        from stored jobs (the worker), never for names a client sent."""
+        module declares the task. Declaring registers only a task declared on an alias of
+        the scheduler's backend, so what the name names then goes to the loaders
+        (`add_loader`): a task declared elsewhere and enqueued through `using(backend=...)`
+        is registered there. For names read from stored jobs (the worker), never for names
+        a client sent: a client could have any module imported."""
         if name not in self._handlers and "." in name:
+            module, _, attribute = name.rpartition(".")
             try:
-                import_module(name.rpartition(".")[0])
+                named = getattr(import_module(module), attribute, None)
+                for loader in self._loaders:
+                    if name not in self._handlers:
+                        loader(name, named)
             except Exception:
-                logger.exception("importing the module of job type %r failed", name)
+                logger.exception("loading job type %r from its module failed", name)
         return self.get(name)
 
     def names(self) -> list[str]:

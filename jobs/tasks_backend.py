@@ -7,7 +7,8 @@ A task is a job type named by its module path (`myapp.tasks.send_welcome`): the 
 registers that name in `jobs.registry` when the task is declared, with one handler for
 every task (`run_task`), so creating, claiming, retrying, the DLQ, the console and the
 admin treat it as any job type. A worker that meets the name before the module was
-imported imports it (`HandlerRegistry.load`); the `@task` decorator then registers it.
+imported imports it (`HandlerRegistry.load`); the `@task` decorator then registers it, or
+`load_task` when it was declared on an alias of another backend.
 
 The payload is `{"args", "kwargs", "priority", "run_after", "backend"}`: the call, and
 the task's own settings as Django states them (`backend`: the alias it was enqueued
@@ -150,19 +151,9 @@ class SchedulerBackend(BaseTaskBackend):
                 "cannot import it, so its jobs would wait forever. Define it in a module of "
                 "an installed app."
             )
-        name = task.module_path
-        if wrong := type_name_errors(name):
-            raise InvalidTaskError(f"Task path {name!r}: {wrong[0]}")
-        if name not in registry:
-            doc = (task.func.__doc__ or "").strip().split("\n")[0]
-            registry.register(
-                name,
-                schema=TASK_PAYLOAD_SCHEMA,
-                description=doc or f"Django task {task.name}",
-                # A job made through the API waits where `enqueue()` would put it.
-                queue=task.queue_name,
-                checks=TASK_PAYLOAD_CHECKS,
-            )(run_task)
+        if wrong := type_name_errors(task.module_path):
+            raise InvalidTaskError(f"Task path {task.module_path!r}: {wrong[0]}")
+        _register(task)
 
     def enqueue(
         self,
@@ -226,6 +217,29 @@ class SchedulerBackend(BaseTaskBackend):
 
 
 BACKEND_PATH = f"{SchedulerBackend.__module__}.{SchedulerBackend.__qualname__}"
+
+
+def _register(task: Task[Any, Any]) -> None:
+    """Make the task's module path a job type run by `run_task`."""
+    if task.module_path not in registry:
+        doc = (task.func.__doc__ or "").strip().split("\n")[0]
+        registry.register(
+            task.module_path,
+            schema=TASK_PAYLOAD_SCHEMA,
+            description=doc or f"Django task {task.name}",
+            # A job made through the API waits where `enqueue()` would put it.
+            queue=task.queue_name,
+            checks=TASK_PAYLOAD_CHECKS,
+        )(run_task)
+
+
+def load_task(name: str, named: object) -> None:
+    """`jobs.registry`'s loader (added in `JobsConfig.ready`): the task a stored job's type
+    names, registered whatever alias it was declared on. Declaring it registers it only on
+    an alias of this backend: one moved over with `task.using(backend=...)` had no handler
+    in a worker that never enqueued it, and its jobs waited as unhandled forever."""
+    if isinstance(named, Task) and named.module_path == name:
+        _register(named)
 
 
 # The task's own names for the job fields Django's checks let through and enqueue refuses.
