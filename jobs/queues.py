@@ -135,6 +135,8 @@ class UnknownLimit(LookupError):
 
 
 MAX_LIMIT = 1_000_000
+# The day `scheduler_limit_room` keeps past starts for (`schema.sql`): a longer period would
+# count fewer starts than were made.
 MAX_PERIOD_SECONDS = 86_400
 
 
@@ -164,6 +166,8 @@ def set_limit(
                 "updated_at": timezone.now(),
             },
         )
+        if created:
+            _forget_past_starts(saved.id)
         audit.record(
             "limit_create" if created else "limit_change",
             target=_limit_target(scope, name),
@@ -238,12 +242,20 @@ def remove_limit(scope: str, name: str) -> None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT FROM scheduler_limit_room(ARRAY[%s]::bigint[])", [stored.id])
         stored.delete()
+        _forget_past_starts(stored.id)
         audit.record(
             "limit_delete",
             target=_limit_target(scope, name),
             summary=f"Limit on {scope} {name}",
             before=_limit_state(stored),
         )
+
+
+def _forget_past_starts(limit_id: int) -> None:
+    # No foreign key deletes them (`job_limit_past_starts`, `schema.sql`), and a flush that
+    # restarts the ids leaves the rows of an earlier limit under a new limit's id.
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM job_limit_past_starts WHERE limit_id = %s", [limit_id])
 
 
 def _limit_target(scope: str, name: str) -> str:
@@ -258,17 +270,15 @@ def _limit_state(limit: Limit) -> dict[str, int | None]:
     }
 
 
-# Each limit with its use now: jobs running, and starts within its period (the rows older
-# than the period that no claim has deleted yet are not counted).
+# Each limit with its use now: jobs running, and starts within its period, as the claim
+# counts them.
 _USAGE = """
 SELECT l.scope, l.name, l.max_running, l.max_starts, l.period_seconds, l.updated_at,
        (SELECT count(*) FROM jobs j
         WHERE j.status = 'processing'
           AND CASE l.scope WHEN 'type' THEN j.type = l.name ELSE j.queue = l.name END)
            AS running,
-       (SELECT coalesce(sum(s.n), 0) FROM job_limit_starts s
-        WHERE s.limit_id = l.id
-          AND s.started_at > clock_timestamp() - l.period_seconds * interval '1 second')
+       scheduler_limit_starts(l.id, clock_timestamp() - l.period_seconds * interval '1 second')
            AS recent_starts
 FROM job_limits l
 WHERE (%(scope)s::text IS NULL OR (l.scope = %(scope)s AND l.name = %(name)s))

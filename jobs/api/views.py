@@ -739,7 +739,8 @@ class LimitDetailView(ApiView):
         summary="Set the limit on a job type or a queue",
         description="Creates or replaces it: at most `max_running` of its jobs running at "
         "once, at most `max_starts` starts in any `period_seconds`, or both. From the next "
-        "claim on, on every worker; jobs running over a lowered limit finish.",
+        "claim on, on every worker; jobs running over a lowered limit finish, and a longer "
+        "period counts the starts already made within it.",
         parameters=LIMIT_PARAMETERS,
         request={"application/json": LIMIT_SET_SCHEMA},
         responses={200: LimitSerializer, **error_responses(400, 415, *WRITE_ERRORS)},

@@ -590,6 +590,36 @@ $$ BEGIN
     WHERE status = 'failed' AND finished_at IS NOT NULL GROUP BY 1;
 END $$;
 
+-- Starts a rate limit no longer counts in its own period, kept for the longest period a limit
+-- can have (`queues.MAX_PERIOD_SECONDS`, a day), so that a longer period set later counts
+-- them (`scheduler_limit_starts`): deleted past the period, as they were before migration
+-- 0057, a limit whose period went from 1 s to an hour forgot the starts of the hour before,
+-- and let as many start again at once. Per second, the latest start of the second standing for all
+-- of them: a claim a second adds at most a row a second (as many claims as there are starts,
+-- kept a day, grew with the rate), and a start is never counted later than it was made
+-- (under a longer period, for less than a second more than its own time would be). No
+-- foreign key: Django's flush truncates `job_limits` without a cascade (so `jobs.queues`
+-- deletes a limit's rows when it creates or removes one).
+CREATE TABLE IF NOT EXISTS job_limit_past_starts (
+    limit_id bigint NOT NULL,
+    started_second timestamptz NOT NULL,
+    last_started_at timestamptz NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (limit_id, started_second)
+);
+
+-- The starts counted against limit `limit_id` after `since`: those its claims recorded
+-- (`job_limit_starts`) and those folded past its period (`job_limit_past_starts`). The rule
+-- of the claim (`scheduler_limit_room`) and of what the API and console show as its use.
+CREATE OR REPLACE FUNCTION scheduler_limit_starts(limit_id bigint, since timestamptz)
+RETURNS bigint
+LANGUAGE sql STABLE AS
+$$ SELECT (SELECT coalesce(sum(s.n), 0) FROM job_limit_starts s
+           WHERE s.limit_id = $1 AND s.started_at > since)
+        + (SELECT coalesce(sum(p.n), 0) FROM job_limit_past_starts p
+           WHERE p.limit_id = $1 AND p.started_second > since - interval '1 second'
+             AND p.last_started_at > since)::bigint $$;
+
 -- Room under each of `limit_ids` (`job_limits`): how many more of its jobs may start now,
 -- and the clock the claim records their starts at. Exact under concurrent claims: each
 -- limit's transaction-level advisory lock is taken first (in id order, so two claims never
@@ -600,7 +630,8 @@ END $$;
 -- starts of one limit are recorded in lock order, and at most `max_starts` fall in any
 -- window of `period_seconds`. A job under two limits is ranked against each; the room it
 -- takes under one is not given back when the other holds it back (never over, sometimes
--- under). Starts older than the period are deleted here, under the lock.
+-- under). Starts older than the period are folded here, under the lock, into
+-- `job_limit_past_starts`, and those older than a day deleted.
 -- The clock is read after the count of running jobs: a completion that committed before
 -- the count, freeing room, then finished before the starts it let in. Read before it, the
 -- attempts' times showed 7 running at once under a limit of 4, for a few milliseconds.
@@ -611,6 +642,7 @@ $$
 DECLARE
     l record;
     used bigint;
+    since timestamptz;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('scheduler_limit'), ids.id::integer)
     FROM (SELECT DISTINCT id FROM unnest(limit_ids) AS id ORDER BY id) AS ids;
@@ -625,9 +657,23 @@ BEGIN
         END IF;
         at := clock_timestamp();
         IF l.max_starts IS NOT NULL THEN
-            DELETE FROM job_limit_starts s
-            WHERE s.limit_id = l.id AND s.started_at <= at - l.period_seconds * interval '1 second';
-            SELECT coalesce(sum(s.n), 0) INTO used FROM job_limit_starts s WHERE s.limit_id = l.id;
+            since := at - l.period_seconds * interval '1 second';
+            WITH aged AS (
+                DELETE FROM job_limit_starts s WHERE s.limit_id = l.id AND s.started_at <= since
+                RETURNING s.started_at, s.n
+            )
+            INSERT INTO job_limit_past_starts AS p (limit_id, started_second, last_started_at, n)
+            SELECT l.id, date_trunc('second', a.started_at), max(a.started_at), sum(a.n)
+            FROM aged a WHERE a.started_at > at - interval '1 day'
+            GROUP BY 2 HAVING sum(a.n) > 0
+            ON CONFLICT ON CONSTRAINT job_limit_past_starts_pkey DO UPDATE
+            SET n = p.n + excluded.n,
+                last_started_at = greatest(p.last_started_at, excluded.last_started_at);
+            IF FOUND THEN
+                DELETE FROM job_limit_past_starts p
+                WHERE p.limit_id = l.id AND p.started_second <= at - interval '1 day 1 second';
+            END IF;
+            used := scheduler_limit_starts(l.id, since);
             room := least(room, l.max_starts - used);
         END IF;
         room := greatest(room, 0);
