@@ -40,6 +40,7 @@ from jobs.models import ApiToken, Job, Worker
 from jobs.stats import current_stats
 from scheduler_project.devservices.processes import free_port
 from tests.attempts import fail_attempt
+from tests.integration.conftest import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -956,24 +957,38 @@ def stream_capacity(
 # --- HEAD ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/api/jobs/stream", "/api/v1/jobs/stream"])
 @pytest.mark.parametrize("production", [False, True], ids=["daphne", "production"])
 def test_head_answers_the_streams_headers_and_ends_there(
     start_server: Callable[..., Server],
     subprocess_env: dict[str, str],
     tmp_path: Path,
     token: str,
-    path: str,
     production: bool,
 ) -> None:
     """HEAD is allowed wherever GET is (RFC 9110): the headers of GET's answer, after the same
     checks, and no stream behind them (it would never end). The connection takes its next
-    request at once, and the hub has no client for it."""
+    request at once, and the hub has no client for it. Both streams' paths, on one server."""
     server: Server | OneWorkerProductionServer = (
         OneWorkerProductionServer(subprocess_env, tmp_path / "production.log")
         if production
         else start_server()
     )
+    try:
+        for path in ("/api/jobs/stream", "/api/v1/jobs/stream"):
+            # The last path's stream, closed by the client, leaves the hub in a moment.
+            wait_for(
+                lambda: server.get_json("/api/jobs/stream/status", token)[1]["clients"] == 0,
+                what="no client in the hub",
+            )
+            head_answers_the_streams_headers(server, token, path)
+    finally:
+        if production:
+            server.stop()
+
+
+def head_answers_the_streams_headers(
+    server: Server | OneWorkerProductionServer, token: str, path: str
+) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     stream: SseClient | None = None
     try:
@@ -1010,5 +1025,3 @@ def test_head_answers_the_streams_headers_and_ends_there(
         if stream is not None:
             stream.close()
         conn.close()
-        if production:
-            server.stop()
