@@ -446,10 +446,9 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
     narrowed = not listed or selection.signature is not None or bool(selection.search)
     # The whole DLQ is counted exactly by its counter, as the nav's badge: over the exact
     # count's limit the heading said "about 10,001" beside a badge of 10,030.
+    total = current_stats()["dlq"]
     paginator = BoundedCountPaginator(
-        jobs,
-        request.preferences.page_size,
-        known_count=None if narrowed else current_stats()["dlq"],
+        jobs, request.preferences.page_size, known_count=None if narrowed else total
     )
     page_obj = paginator.get_page(_page_number(request.GET))
     tz = user_time_zone(request.preferences)
@@ -464,6 +463,7 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
             "search": selection.search,
             "narrowed": narrowed,
             "listed": listed,
+            "total": total,
             "groups": [
                 (group, charts.sparkline(group.per_day, title=_per_day_title(group.per_day)))
                 for group in selectors.dlq_groups(tz)

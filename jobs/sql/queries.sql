@@ -673,11 +673,22 @@ GROUP BY type HAVING sum(n) > 0
 ORDER BY n DESC, type LIMIT %(limit)s;
 
 -- name: dlq_by_error
--- The DLQ's most common error messages.
-SELECT last_error AS value, sum(n) AS n FROM dlq_counts
-WHERE bucket IS NULL
-GROUP BY last_error HAVING sum(n) > 0
-ORDER BY n DESC, last_error LIMIT %(limit)s;
+-- The DLQ's most common errors: its error signatures without their job type (the error
+-- class and the message with what varies masked, `scheduler_error_signature`), so that
+-- messages that differ by an id or a number count as one error, whatever the type it
+-- failed. Counted by message, a timeout that names its duration was a bar of one per
+-- duration. An error is named by its message when that never varies, else by its mask.
+WITH messages AS (
+    SELECT substr(error_signature, char_length(type) + char_length(' · ') + 1) AS error,
+           last_error, sum(n) AS n
+    FROM dlq_counts
+    WHERE bucket IS NULL
+    GROUP BY 1, 2 HAVING sum(n) > 0
+)
+SELECT CASE WHEN count(*) = 1 THEN min(last_error) ELSE error END AS value, sum(n) AS n
+FROM messages
+GROUP BY error
+ORDER BY n DESC, value LIMIT %(limit)s;
 
 -- name: dlq_by_signature
 -- The DLQ's largest groups of dead letters alike (by error signature).

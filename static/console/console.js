@@ -12,6 +12,9 @@
      frame, when the event's job is on it or may now be (a creation; any event under a
      filter a job moves in and out of, [data-live-moves]); the log feed gets a line. A
      catch-up also merges the log's lines from the server.
+   - The DLQ page ([data-live-dlq-rows]) is read again from its own page when a job enters
+     the DLQ or fails an attempt (its charts), when a job it lists changes, and when the
+     DLQ's count moves (a purge sends no event of the jobs it deletes).
    - Keyboard focus on something a refresh replaces moves to its counterpart in the new
      content, rather than falling to <body>.
    - A stream refused for good (401: the session ended elsewhere) is not retried: the page
@@ -366,8 +369,9 @@
   }
 
   // What the ledger says of its rows ([data-live-with-rows]: their count, the pager, the bulk
-  // buttons' count, "No job matches") is taken from the same page as the rows: kept from
-  // the page's load, it said "10 jobs" and one page over rows that were twelve.
+  // buttons' count, "No job matches"; and the DLQ's groups and charts) is taken from the same
+  // page as the rows: kept from the page's load, it said "10 jobs" and one page over rows
+  // that were twelve.
   function mergeAroundRows(page) {
     document.querySelectorAll("[data-live-with-rows]").forEach(function (shown) {
       var fresh = page.getElementById(shown.id);
@@ -418,10 +422,83 @@
     }));
   }
 
+  // The DLQ page's rows are those of its page as read again: a row that reads as before
+  // stays as it is (its tick, keyboard focus), a row that left goes. Until this, nothing of
+  // the page but the nav's badge followed the DLQ. At most one read is on its way, and
+  // the changes meanwhile make one more.
+  var dlq = { timer: null, loading: false, again: false, count: null };
+
+  function dlqBody() {
+    return document.querySelector("[data-live-dlq-rows]");
+  }
+
+  function noteDlqChange(type, job) {
+    var body = dlqBody();
+    if (body && (type === "job.dlq_entry" || type === "job.failed" || ledgerRow(body, job.id))) {
+      refreshDlqSoon();
+    }
+  }
+
+  function noteDlqCount(count) {
+    if (dlq.count !== null && count !== dlq.count) refreshDlqSoon();
+    dlq.count = count;
+  }
+
+  function refreshDlqSoon() {
+    if (!dlqBody()) return;
+    if (dlq.loading) {
+      dlq.again = true;
+    } else if (!dlq.timer) {
+      dlq.timer = window.setTimeout(refreshDlq, REFRESH_MS);
+    }
+  }
+
+  function refreshDlq() {
+    dlq.timer = null;
+    dlq.loading = true;
+    fetchHtml(window.location.pathname + window.location.search).then(function (page) {
+      var rows = page.getElementById(dlqBody().id);
+      if (!rows) throw new Error("The DLQ's page has no rows");
+      mergeAroundRows(page);
+      mergeDlqRows(dlqBody(), rows);
+    }).catch(function () {
+      // Read again at the next change, or the catch-up after a reconnection.
+    }).then(function () {
+      dlq.loading = false;
+      if (dlq.again) {
+        dlq.again = false;
+        refreshDlqSoon();
+      }
+    });
+  }
+
+  function mergeDlqRows(body, fresh) {
+    var focused = focusedIn(body);
+    var rows = Array.from(fresh.children).map(function (row) {
+      var shown = ledgerRow(body, jobIdOf(row));
+      return shown && sameRow(shown, row) ? shown : row;
+    });
+    var kept = new Set(rows);
+    Array.from(body.children).forEach(function (row) {
+      if (!kept.has(row)) row.remove();
+    });
+    var next = body.firstElementChild;
+    rows.forEach(function (row) {
+      if (row === next) {
+        next = next.nextElementSibling;
+        return;
+      }
+      if (!row.isConnected) row.classList.add("row-new");
+      body.insertBefore(row, next);
+    });
+    refocus(focused, body);
+  }
+
   function onJob(type, job) {
     document.querySelectorAll("[data-live-refresh]").forEach(refreshSoon);
     document.querySelectorAll('[data-live-job="' + job.id + '"]').forEach(refreshSoon);
     noteLedgerChange(type, job);
+    noteDlqChange(type, job);
     addFeedLine(type, job);
     if (feedBehind) catchUpFeed();
   }
@@ -435,6 +512,7 @@
     missed = false;
     document.querySelectorAll("[data-live-refresh], [data-live-job]").forEach(refreshSoon);
     catchUpFeed();
+    refreshDlqSoon();
     var body = ledgerBody();
     if (!body) return;
     Array.from(body.children).forEach(function (row) { ledger.changed.add(jobIdOf(row)); });
@@ -456,7 +534,9 @@
       // The server sends one right after it subscribed for this client: from here on,
       // nothing is missed, so this (not the socket opening) is when the page is live.
       setLive("open", "Live");
-      onStats(JSON.parse(event.data));
+      var stats = JSON.parse(event.data);
+      onStats(stats);
+      noteDlqCount(stats.dlq);
       if (missed) catchUp();
     });
     source.addEventListener("stream.status", function (event) {
