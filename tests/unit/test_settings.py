@@ -4,6 +4,7 @@ default it really has, in .env.example and in README's configuration table."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import runpy
@@ -70,7 +71,8 @@ def variables_read_by_services() -> set[str]:
     return {name for path in DEVSERVICES.glob("*.py") for name in pattern.findall(path.read_text())}
 
 
-def variables_read_by_the_code() -> set[str]:
+@functools.cache  # parsing the project's modules takes a second; no test changes them
+def variables_read_by_the_code() -> frozenset[str]:
     """What settings.py, gunicorn's configuration, `make run`'s tooling and every other
     module of the project read from the environment (`os.environ.get`, `env_*`)."""
     modules = [
@@ -82,7 +84,9 @@ def variables_read_by_the_code() -> set[str]:
             for path in (ROOT / package).rglob("*.py")
         ),
     ]
-    return {name for path in modules for name in knobs_read_by(path)} | variables_read_by_services()
+    return frozenset(
+        {name for path in modules for name in knobs_read_by(path)} | variables_read_by_services()
+    )
 
 
 def documented_in_env_example() -> dict[str, str]:
