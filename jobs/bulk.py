@@ -33,6 +33,7 @@ from django.utils.dateparse import parse_datetime
 from . import audit, state
 from .filters import DLQ, JobFilter, status_condition
 from .models import IdempotencyKey, Job, JobStatus
+from .selectors import id_ends_with
 
 BULK_TYPE = "bulk_action"
 # Its type's queue: an operator stopping a flood pauses the flood's queue first, and the
@@ -126,13 +127,18 @@ class Selection:
 
 
 def dlq_search(text: str) -> Q:
-    """A DLQ search: a job id, a job type, or words of the error message or signature."""
+    """A DLQ search: a job id, or the short id the DLQ's table shows (`selectors.id_ends_with`),
+    a job type, or words of the error message or signature. The words are looked for in
+    every dead letter, and an id's end in the same rows."""
     text = text.strip()
     try:
         return Q(id=uuid.UUID(text))
     except ValueError:
         pass
-    return Q(type=text) | Q(last_error__icontains=text) | Q(error_signature__icontains=text)
+    found = Q(type=text) | Q(last_error__icontains=text) | Q(error_signature__icontains=text)
+    if (ending := id_ends_with(text)) is not None:
+        found |= ending
+    return found
 
 
 def count(action: str, selection: Selection) -> int:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
 from django.core.paginator import EmptyPage, Page, Paginator
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Model, Q, QuerySet, TextField
+from django.db.models.functions import Cast, Right
+from django.db.models.lookups import Exact
 from django.utils.functional import cached_property
 
 from .filters import DLQ, JobFilter, status_condition
 from .models import Job, JobAttempt
-from .representation import format_time, with_job_objects
+from .representation import SHORT_ID_DIGITS, format_time, with_job_objects
 from .sql import fetch
 from .state import JobNotFound, JobValidationError
 
@@ -26,11 +29,24 @@ MAX_OFFSET = 2**63 - 1
 
 ModelT = TypeVar("ModelT", bound=Model)
 
+# The end of a job's id as the console shows it (`short_id`), up to its whole last group.
+_ID_END = re.compile(rf"[0-9a-f]{{{SHORT_ID_DIGITS},12}}")
+
 
 def stored_job_types() -> list[str]:
     """The types of the jobs in the table, in order, whether or not this process registers
     them (a filter's choices: `stored_job_types` in jobs/sql/queries.sql)."""
     return [row["type"] for row in fetch("stored_job_types", {})]
+
+
+def id_ends_with(term: str) -> Q | None:
+    """Jobs whose id ends with `term` when it is a short id as the console shows it (in any
+    case), else None: the console's DLQ search and the admin's. No index holds an id's end,
+    so each caller bounds the rows it is tested on."""
+    lowered = term.lower()
+    if not _ID_END.fullmatch(lowered):
+        return None
+    return Q(Exact(Right(Cast("id", TextField()), len(lowered)), lowered))
 
 
 def job_list(params: Mapping[str, Any], *, dlq_only: bool = False) -> QuerySet[Job]:

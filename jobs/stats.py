@@ -105,10 +105,10 @@ def fold_dlq_counts() -> int:
 FAILURE_HOURS = 24
 
 
-def failures_per_hour(tz: tzinfo, since: datetime) -> dict[datetime, int]:
-    """Failed attempts per hour in `tz` (naive local hour starts) from `since` on, from the
+def failures_per_hour(since: datetime) -> dict[datetime, int]:
+    """Failed attempts per real hour from `since` on (keyed by each hour's start), from the
     failed attempts' counters (`failure_counts`), whatever the failure rate."""
-    rows = fetch("failures_per_hour", {"time_zone": str(tz), "since": since})
+    rows = fetch("failures_per_hour", {"since": since})
     return {row["hour"]: int(row["n"]) for row in rows}
 
 

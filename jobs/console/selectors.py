@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
 from urllib.parse import unquote_plus, urlsplit
 
@@ -277,15 +277,27 @@ def dlq_groups(tz: tzinfo, limit: int = 10, days: int = stats.DLQ_DAYS) -> list[
     return groups
 
 
-def failures_over_time(tz: tzinfo, hours: int = stats.FAILURE_HOURS) -> list[tuple[datetime, int]]:
-    """Failed attempts per hour of the last `hours` hours, in the viewer's time zone: from
-    the failed attempts' counters (`jobs.stats`), whatever the failure rate."""
-    now = timezone.now().astimezone(tz)
-    last = now.replace(minute=0, second=0, microsecond=0)
+def failures_over_time(
+    tz: tzinfo, now: datetime, hours: int = stats.FAILURE_HOURS
+) -> list[tuple[datetime, int]]:
+    """Failed attempts in each of the last `hours` real hours up to `now`, the last one the
+    hour of `now` on the viewer's clock: from the failed attempts' counters (`jobs.stats`),
+    whatever the failure rate. Stepped in real time, not on the clock, so a day that puts
+    the clocks forward has no bar for the hour it skips (stepping on the clock, it was a bar
+    always empty), and one that puts them back a bar for each of the two hours that read
+    alike (they were one, and the 24 bars covered 25 hours). Where the offset is not whole
+    hours (Kolkata, Kathmandu) an hour is still the clock's, from its :00."""
+    local = now.astimezone(tz)
+    # Stepped in UTC: arithmetic on a zone's local time steps its clock.
+    last = now.astimezone(UTC) - timedelta(
+        minutes=local.minute, seconds=local.second, microseconds=local.microsecond
+    )
     first = last - timedelta(hours=hours - 1)
-    counts = {hour.replace(tzinfo=tz): n for hour, n in stats.failures_per_hour(tz, first).items()}
-    buckets = [first + timedelta(hours=i) for i in range(hours)]
-    return [(bucket, counts.get(bucket, 0)) for bucket in buckets]
+    counts = stats.failures_per_hour(first)
+    # Looked up in UTC: a local time in the second of the repeated hours (`fold=1`) equals
+    # no UTC time (PEP 495), and found no count.
+    hour_starts = [first + timedelta(hours=i) for i in range(hours)]
+    return [(start.astimezone(tz), counts.get(start, 0)) for start in hour_starts]
 
 
 # --- one job ---------------------------------------------------------------------------------

@@ -479,7 +479,7 @@ def dlq_overview(request: ConsoleRequest) -> HttpResponse:
                 empty="No dead letters.",
             ),
             "over_time": charts.time_series(
-                selectors.failures_over_time(user_time_zone(request.preferences)),
+                selectors.failures_over_time(tz, timezone.now()),
                 title="Failed attempts per hour, last 24 hours",
                 empty="No failed attempt in the last 24 hours.",
             ),

@@ -724,9 +724,11 @@ WITH folded AS (
 SELECT count(*) AS folded FROM folded;
 
 -- name: failures_per_hour
--- Failed attempts per hour of `time_zone` from `since` (an hour's start there), from
--- `failure_counts` (schema.sql), never from `job_attempts`.
-SELECT date_trunc('hour', bucket AT TIME ZONE %(time_zone)s) AS hour, sum(n) AS n
+-- Failed attempts per real hour from `since` (an hour's start on the viewer's clock), from
+-- `failure_counts` (schema.sql), never from `job_attempts`. Counted in hours from `since`,
+-- not on the local clock, which names two hours alike on the day it is put back. A
+-- quarter-hour bucket falls in one hour, as every zone's offset is whole quarters of an hour.
+SELECT date_bin(interval '1 hour', bucket, %(since)s) AS hour, sum(n) AS n
 FROM failure_counts
 WHERE bucket >= %(since)s
 GROUP BY 1;

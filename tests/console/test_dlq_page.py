@@ -1,5 +1,5 @@
 """What the DLQ pages say, as an operator reads them: the charts' bars and labels, the
-heading of a narrowed list, and a dead letter's page with a long error."""
+heading of a narrowed list, its search, and a dead letter's page with a long error."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import re
 
 import pytest
 from django.test import Client
+
+from jobs import bulk
+from jobs.models import Job, JobStatus
 
 from .helpers import dead_letter
 
@@ -81,3 +84,31 @@ def test_a_narrowed_dlq_says_how_many_of_its_dead_letters_match(as_viewer: Clien
         "Dead-letter queue 0 jobs used every attempt and match, of the 4 in the queue. "
         "Investigate, then retry or purge."
     )
+
+
+def test_the_dlq_search_finds_a_dead_letter_by_the_short_id_its_table_shows(
+    as_operator: Client,
+) -> None:
+    wanted, other = dead_letter("flaky", error="boom"), dead_letter("flaky", error="boom")
+    body = as_operator.get("/dlq").content.decode()
+    shown = re.search(rf'<a class="mono" href="/dlq/{wanted["id"]}">([^<]+)</a>', body)
+    assert shown is not None
+
+    # It found nothing: only a whole id was taken for an id.
+    for typed in (shown[1], shown[1].upper(), wanted["id"][-12:]):
+        found = as_operator.get("/dlq", {"q": typed})
+        assert [str(job.id) for job in found.context["jobs"]] == [wanted["id"]], typed
+    assert heading(found.content.decode()).startswith("Dead-letter queue 1 job used every")
+
+    # "Retry all matching" takes what the search lists, and only that.
+    confirm = as_operator.get("/bulk/retry", {"scope": "dlq", "q": shown[1]})
+    assert confirm.context["count"] == 1
+    form = {**dict(confirm.context["hidden"]), "as_of": confirm.context["as_of"], "confirmed": "1"}
+    as_operator.post("/bulk/retry", form)
+    runner = Job.objects.get(type=bulk.BULK_TYPE)
+    assert bulk.run(runner.payload, lambda *p: None, job_id=runner.id) == {
+        "matched": 1,
+        "retried": 1,
+    }
+    assert Job.objects.get(id=wanted["id"]).status == JobStatus.PENDING
+    assert Job.objects.get(id=other["id"]).in_dlq
