@@ -728,7 +728,7 @@ SELECT count(*) AS folded FROM folded;
 -- `failure_counts` (schema.sql), never from `job_attempts`. Counted in hours from `since`,
 -- not on the local clock, which names two hours alike on the day it is put back. A
 -- quarter-hour bucket falls in one hour, as every zone's offset is whole quarters of an hour.
-SELECT date_bin(interval '1 hour', bucket, %(since)s) AS hour, sum(n) AS n
+SELECT date_bin(make_interval(hours => 1), bucket, %(since)s) AS hour, sum(n) AS n
 FROM failure_counts
 WHERE bucket >= %(since)s
 GROUP BY 1;
