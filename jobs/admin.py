@@ -865,11 +865,15 @@ class ScheduleAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
         changed = unchanged = 0
         for schedule_id in selected:
             with transaction.atomic():
-                # Locked before it is read, as `act` locks it: what `act` found and left is
-                # then its own doing, not a pause from elsewhere meanwhile.
-                before = _schedule_state(schedule_id, lock=True)
-                if before is None:
+                # Locked before it is read, as `act` locks it (its runs, then its row: the
+                # order of a completion): what `act` found and left is then its own doing,
+                # not a pause from elsewhere meanwhile. The schedule's row first deadlocked
+                # with a completion of its run.
+                try:
+                    state.locked_schedule(schedule_id)
+                except state.ScheduleNotFound:
                     continue  # deleted since it was read above
+                before = _schedule_state(schedule_id)
                 act(schedule_id)
                 if _schedule_state(schedule_id) == before:
                     unchanged += 1
@@ -962,13 +966,10 @@ class ScheduleAdmin(ReadOnlyAdminMixin, SchedulerModelAdmin):
         )
 
 
-def _schedule_state(schedule_id: uuid.UUID, *, lock: bool = False) -> tuple[bool, Any] | None:
+def _schedule_state(schedule_id: uuid.UUID) -> tuple[bool, Any] | None:
     """Whether a schedule is paused and its run waiting or running; None when it is gone.
     A pause, resume or delete changed something exactly when this differs after it."""
-    schedules = with_current_run(Schedule.objects.filter(id=schedule_id))
-    if lock:
-        schedules = schedules.select_for_update(of=("self",))
-    schedule = schedules.only("paused").first()
+    schedule = with_current_run(Schedule.objects.filter(id=schedule_id)).only("paused").first()
     if schedule is None:
         return None
     return schedule.paused, getattr(schedule, "current_run_id", None)

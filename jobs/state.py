@@ -952,7 +952,7 @@ def pause_schedule(schedule_id: uuid.UUID) -> None:
     """Pause a cron schedule: its waiting run is cancelled, and no run is created until it
     is resumed (a run already running finishes, and is the last)."""
     with transaction.atomic():
-        schedule = _locked_schedule(schedule_id)
+        schedule = locked_schedule(schedule_id)
         fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": True})
         cancelled = _cancel_schedule_runs(schedule_id, "Schedule paused.")
         _audit_schedule("schedule_pause", schedule_id, schedule, paused=True, runs=cancelled)
@@ -963,7 +963,7 @@ def resume_schedule(schedule_id: uuid.UUID) -> None:
     paused are skipped. A schedule with a run waiting or running gets no second one; one
     whose series stopped (its run in the DLQ, or purged from it) starts again."""
     with transaction.atomic():
-        schedule = _locked_schedule(schedule_id)
+        schedule = locked_schedule(schedule_id)
         fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": False})
         created = _create_schedule_runs(
             schedule_id, schedule["cron"], schedule["timezone"], timezone.now()
@@ -975,15 +975,16 @@ def delete_schedule(schedule_id: uuid.UUID) -> None:
     """Delete a cron schedule: its waiting run is cancelled, a run already running finishes
     and is the last, and its past runs stay in the history, no longer naming it."""
     with transaction.atomic():
-        schedule = _locked_schedule(schedule_id)
+        schedule = locked_schedule(schedule_id)
         _cancel_schedule_runs(schedule_id, "Schedule deleted.")
         fetch("delete_schedule", {"schedule_id": schedule_id})
         _audit_schedule("schedule_delete", schedule_id, schedule, paused=None)
 
 
-def _locked_schedule(schedule_id: uuid.UUID) -> dict[str, Any]:
-    """The schedule's row, locked as its pause, resume or deletion needs (a completion of
-    one of its runs waits, then sees what they left)."""
+def locked_schedule(schedule_id: uuid.UUID) -> dict[str, Any]:
+    """The schedule's row, locked as its pause, resume or deletion needs (its runs, then
+    its row: a completion of one of its runs waits, then sees what they left). Public for
+    a caller that reads the schedule before acting on it in one transaction (the admin)."""
     locked = fetch("lock_schedule", {"schedule_id": schedule_id})
     if not locked:
         raise ScheduleNotFound(schedule_id)

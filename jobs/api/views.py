@@ -613,7 +613,9 @@ class ScheduleResumeView(ApiView):
     @schedule_action_schema(
         "resume",
         "Resume a paused cron schedule",
-        "Its next run is its first slot after now: slots passed while paused are skipped.",
+        "Its next run is its first slot after now: slots passed while paused are skipped. A "
+        "schedule held by its last run in the DLQ (`next_runs` empty, not paused) starts "
+        "again the same way; the dead letter stays, to be retried or purged.",
     )
     def post(self, request: Request, schedule_id: str) -> Response:
         state.resume_schedule(parse_job_id(schedule_id))

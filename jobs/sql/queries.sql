@@ -133,15 +133,25 @@ FROM released r;
 -- The next run of each recurring job in `job_ids`, at the matching `run_at` (computed by its
 -- recurrence, `jobs.recurrence`). Once only: `previous_run_id` is unique, and so is a
 -- schedule's slot, so a second completion report of the same run creates nothing.
+-- A run of a schedule is what its schedule says (`create_schedule_runs`), not a copy of the
+-- run before: a dead letter's payload edited for its retry (`edit_dlq_payload`) became the
+-- series' until a pause and resume went back to the schedule's.
 INSERT INTO jobs AS new (id, type, queue, payload, priority, status, attempt_count, max_retries,
                          scheduled_at, recur_interval, in_dlq, created_at, updated_at,
                          run_at, virtual_deadline, pending_dependencies, previous_run_id,
                          schedule_id)
-SELECT scheduler_uuid7(), j.type, j.queue, j.payload, j.priority, 'pending', 0, j.max_retries,
+SELECT scheduler_uuid7(), w.type, w.queue, w.payload, w.priority, 'pending', 0, w.max_retries,
        n.run_at, j.recur_interval, false, now(), now(),
-       n.run_at, scheduler_virtual_deadline(j.priority, n.run_at), 0, j.id, j.schedule_id
+       n.run_at, scheduler_virtual_deadline(w.priority, n.run_at), 0, j.id, j.schedule_id
 FROM unnest(%(job_ids)s::uuid[], %(run_at)s::timestamptz[]) AS n(previous_id, run_at)
 JOIN jobs j ON j.id = n.previous_id
+LEFT JOIN schedules s ON s.id = j.schedule_id
+CROSS JOIN LATERAL (
+    SELECT coalesce(s.type, j.type) AS type, coalesce(s.queue, j.queue) AS queue,
+           CASE WHEN s.id IS NULL THEN j.payload ELSE s.payload END AS payload,
+           coalesce(s.priority, j.priority) AS priority,
+           coalesce(s.max_retries, j.max_retries) AS max_retries
+) AS w
 ON CONFLICT DO NOTHING
 RETURNING new.id, new.type, new.priority, new.run_at, new.created_at,
           scheduler_job_object(new)::text AS job;
@@ -194,7 +204,21 @@ RETURNING scheduler_job_object(j)::text AS job;
 -- name: lock_schedule
 -- A schedule's row, locked before a pause, resume or deletion: a completion of one of its
 -- runs (which reads it FOR SHARE to create the next) waits, then finds what they left.
-SELECT type, cron, timezone, paused FROM schedules WHERE id = %(schedule_id)s FOR UPDATE;
+-- Its runs that wait or run are locked first, in id order, as a completion or a cancel
+-- locks them before it reads the schedule: holding the schedule while waiting for a run
+-- that a completion or cancel held, and that waited for the schedule, was a deadlock (the
+-- operator's pause or delete refused, or the worker's completion rolled back). Now the
+-- action waits for them and then sees the run they created.
+WITH runs AS (
+    SELECT id FROM jobs
+    WHERE schedule_id = %(schedule_id)s AND NOT in_dlq
+      AND status IN ('pending', 'processing', 'failed')
+    ORDER BY id
+    FOR NO KEY UPDATE
+)
+SELECT type, cron, timezone, paused FROM schedules
+WHERE id = %(schedule_id)s AND (SELECT count(*) FROM runs) >= 0
+FOR UPDATE;
 
 -- name: delete_schedule
 -- Delete a locked schedule; its runs stay, no longer naming it.

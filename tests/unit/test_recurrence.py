@@ -1,13 +1,21 @@
-"""Interval recurrence: the next run of a series after a completion."""
+"""Recurrence: the next run of an interval series after a completion, and the slots of a
+daily cron schedule across the daylight-saving changes of Europe/Paris."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from jobs.models import RecurInterval
-from jobs.recurrence import INTERVALS, IntervalRecurrence, RecurringRun, recurrence_of
+from jobs.recurrence import (
+    INTERVALS,
+    CronRecurrence,
+    IntervalRecurrence,
+    RecurringRun,
+    recurrence_of,
+)
 
 START = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 FIVE = IntervalRecurrence(timedelta(minutes=5))
@@ -35,3 +43,20 @@ def test_each_interval_choice_has_its_recurrence_and_one_off_jobs_have_none() ->
         timedelta(hours=1)
     )
     assert recurrence_of(RecurringRun(START, None)) is None
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [
+        # 2027-03-28, 02:00 CET -> 03:00 CEST: no 02:30 that day. Run once at 03:00, as
+        # Vixie cron and cronie run a job of the skipped hour right after the jump.
+        ("2027-03-26 12:00", ["03-27 02:30 CET", "03-28 03:00 CEST", "03-29 02:30 CEST"]),
+        # 2027-10-31, 03:00 CEST -> 02:00 CET: 02:30 comes twice. Run once, the first time.
+        ("2027-10-29 12:00", ["10-30 02:30 CEST", "10-31 02:30 CEST", "11-01 02:30 CET"]),
+    ],
+)
+def test_a_daily_0230_paris_schedule_runs_once_a_day_across_the_changes(after, expected):
+    paris = ZoneInfo("Europe/Paris")
+    start = datetime.fromisoformat(after).replace(tzinfo=paris)
+    runs = CronRecurrence("30 2 * * *", paris).upcoming(start, 3)
+    assert [run.astimezone(paris).strftime("%m-%d %H:%M %Z") for run in runs] == expected
