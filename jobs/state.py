@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -31,7 +31,7 @@ from .models import Job, JobDependency, JobStatus, RecurInterval, Schedule
 from .notifier import notifier
 from .queue_names import ALL_QUEUES, QueueSelection
 from .recurrence import CronRecurrence, RecurringRun, cron_errors, recurrence_of
-from .registry import HandlerSpec, UnknownJobType, registry
+from .registry import HandlerSpec, UnknownJobType, registry, type_name_errors
 from .representation import EncodedJob
 from .sql import fetch, fetch_each, query
 
@@ -47,6 +47,8 @@ IDEMPOTENCY_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
 NOT_IN_THE_FUTURE = "Must be in the future."
 # Most upstream jobs one job may wait for (`depends_on` as a list).
 MAX_UPSTREAM = 1000
+# The longest cron expression a schedule holds.
+CRON_MAX_LENGTH = cast("int", Schedule._meta.get_field("cron").max_length)
 
 
 class JobError(Exception):
@@ -178,11 +180,11 @@ def spec_errors(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
     """What the job rules find wrong with `spec`, by field (empty: nothing); what every
     creation checks, and what the API adds to the errors of a form it refused."""
     errors: dict[str, list[str]] = {}
-    try:
-        handler = registry.get(spec.type)
-    except UnknownJobType:
-        errors["type"] = [registry.unknown_type_message(spec.type)]
-        handler = None
+    handler = _handler_of(spec.type)
+    if handler is None:
+        # What no type can be named (not a string, blank, too long) is said so rather than
+        # looked up: a list was a TypeError, and a long name came back whole in the message.
+        errors["type"] = type_name_errors(spec.type) or [registry.unknown_type_message(spec.type)]
     errors.update(_payload_errors(handler, spec.payload))
     if not _is_integer(spec.priority) or spec.priority not in (1, 2, 3):
         errors["priority"] = ["Must be 1, 2 or 3."]
@@ -209,14 +211,28 @@ def spec_errors(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         if spec.timezone is not None:
             errors["timezone"] = ["Only with `cron`: the time zone its slots are read in."]
         return errors
-    errors.update(cron_errors(spec.cron, "UTC" if spec.timezone is None else spec.timezone))
+    zone = "UTC" if spec.timezone is None else spec.timezone
+    # A zone that is no string is as unknown as any other name (the lookup raised TypeError).
+    errors.update(cron_errors(spec.cron, zone if isinstance(zone, str) else str(zone)))
+    if isinstance(spec.cron, str) and len(spec.cron) > CRON_MAX_LENGTH:
+        errors["cron"] = [f"Must be at most {CRON_MAX_LENGTH} characters."]
     if spec.timezone == "":
-        # In POST /jobs's (DRF's) words: a blank name is no zone, not UTC.
+        # In the words POST /jobs always gave it (DRF's): a blank name is no zone, not UTC.
         errors["timezone"] = ["This field may not be blank."]
     for name in ("scheduled_at", "recur_interval", "depends_on"):
         if getattr(spec, name) is not None:
             errors[name] = ["Not with `cron`: the cron expression says when each run is due."]
     return errors
+
+
+def _handler_of(job_type: object) -> HandlerSpec | None:
+    """The handler of a job type that is registered; None for anything else."""
+    if not isinstance(job_type, str):
+        return None
+    try:
+        return registry.get(job_type)
+    except UnknownJobType:
+        return None
 
 
 def _is_integer(value: Any) -> bool:
@@ -327,9 +343,7 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     """
     now = timezone.now()
     errors = {**spec_errors(spec, now), **idempotency_key_errors(key)}
-    # A `scheduled_at` that was ahead at the first request may have passed by its replay:
-    # the key decides first (as a batch's does), and refuses it only for a new request.
-    if errors and errors != {"scheduled_at": [NOT_IN_THE_FUTURE]}:
+    if not _only_passed_instants(errors):
         raise JobValidationError(errors)
 
     def create() -> list[JobObject]:
@@ -341,20 +355,40 @@ def enqueue_once(key: str, spec: JobSpec) -> tuple[JobObject, bool]:
     return job, created
 
 
+_SCHEDULED_AT = re.compile(r"([0-9]+\.)?scheduled_at")
+
+
+def _only_passed_instants(errors: Mapping[str, list[str]]) -> bool:
+    """Whether a request's only errors (of one job, or "<index>.<field>" of a batch's) are
+    `scheduled_at`s that have passed: ahead at the first request, a replay's may have passed
+    since. The key decides then, and they are refused only for a request that creates."""
+    return all(
+        _SCHEDULED_AT.fullmatch(field) and messages == [NOT_IN_THE_FUTURE]
+        for field, messages in errors.items()
+    )
+
+
 def enqueue_many_once(
     key: str, specs: Iterable[JobSpec], *, batch_size: int = 1000
 ) -> tuple[list[JobObject], bool]:
     """`enqueue_many` under `key`, as `enqueue_once` is `enqueue`: a repeat within the window
     returns the jobs the first request created, in order (those purged or pruned since left
-    out): (jobs, created). The key is checked before the jobs."""
-    if errors := idempotency_key_errors(key):
-        raise JobValidationError(errors)
+    out): (jobs, created). Validated before the key is looked at, as by `enqueue_once`: a
+    wrong batch is refused whatever the key holds, and a wrong key with the jobs' errors."""
+    _check_batch_size(batch_size)
+    now = timezone.now()
     specs = list(specs)
-    # An item that is not a JobSpec is left for enqueue_many to refuse in its own words.
+    errors = {**_batch_errors(specs, now), **idempotency_key_errors(key)}
+    if not _only_passed_instants(errors):
+        raise JobValidationError(errors)
+
+    def create() -> list[JobObject]:
+        if errors:
+            raise JobValidationError(errors)
+        return _create_jobs(specs, now, batch_size)
+
     fingerprints = _fingerprints(lambda as_given: [_request(spec, as_given) for spec in specs])
-    return _under_key(
-        key, *fingerprints, partial(enqueue_many, specs, batch_size=batch_size), batch=True
-    )
+    return _under_key(key, *fingerprints, create, batch=True)
 
 
 def idempotency_key_errors(key: object) -> dict[str, list[str]]:
@@ -418,7 +452,7 @@ def _request(spec: object, as_given: bool = False) -> object:
     request = asdict(replace(spec, max_retries=_max_retries(spec)))
     if not as_given:
         request["depends_on"] = _upstream_set(spec.depends_on)
-        if spec.type in registry:  # an unknown type is refused once validated
+        if _handler_of(spec.type) is not None:  # any other type is refused once validated
             request["queue"] = _queue_of(spec)
         if spec.cron is not None and spec.timezone is None:
             request["timezone"] = "UTC"
@@ -590,12 +624,38 @@ def enqueue_many(
     workers per INSERT; each job still has its `job.created`. Inside a caller's transaction
     they exist only if it commits.
     """
-    if not _is_integer(batch_size) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    _check_batch_size(batch_size)
     if idempotency_key is not None:
         return enqueue_many_once(idempotency_key, specs, batch_size=batch_size)[0]
     now = timezone.now()
     specs = list(specs)
+    if errors := _batch_errors(specs, now):
+        raise JobValidationError(errors)
+    return _create_jobs(specs, now, batch_size)
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if not _is_integer(batch_size) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def _create_jobs(specs: Sequence[JobSpec], now: datetime, batch_size: int) -> list[JobObject]:
+    """Insert the validated jobs of a batch (`enqueue_many`)."""
+    each_batch = (
+        _create_jobs_params(specs[start : start + batch_size], now)
+        for start in range(0, len(specs), batch_size)
+    )
+    created: list[JobObject] = []
+    with transaction.atomic():
+        for rows in fetch_each("create_jobs", each_batch):
+            created += _job_objects(rows)
+        notifier.emit_after_commit([("job.created", job) for job in created])
+    return created
+
+
+def _batch_errors(specs: Sequence[object], now: datetime) -> dict[str, list[str]]:
+    """What the rules find wrong with the jobs of a batch, keyed "<index>.<field>"; an item
+    that is no JobSpec is a TypeError."""
     errors: dict[str, list[str]] = {}
     for index, spec in enumerate(specs):
         if not isinstance(spec, JobSpec):
@@ -607,18 +667,7 @@ def enqueue_many(
         if spec.cron is not None:
             errors[f"{index}.cron"] = ["Not in a batch: a schedule is created on its own."]
         errors.update({f"{index}.{key}": value for key, value in spec_errors(spec, now).items()})
-    if errors:
-        raise JobValidationError(errors)
-    each_batch = (
-        _create_jobs_params(specs[start : start + batch_size], now)
-        for start in range(0, len(specs), batch_size)
-    )
-    created: list[JobObject] = []
-    with transaction.atomic():
-        for rows in fetch_each("create_jobs", each_batch):
-            created += _job_objects(rows)
-        notifier.emit_after_commit([("job.created", job) for job in created])
-    return created
+    return errors
 
 
 def _create_jobs_params(specs: Sequence[JobSpec], now: datetime) -> dict[str, Any]:

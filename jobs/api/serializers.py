@@ -1,9 +1,10 @@
 """Request parsing and the shapes of the OpenAPI schema.
 
-`JobCreateSerializer` only parses types and refuses unknown fields; the domain rules
-(registered type, payload schema, priority range, future `scheduled_at`, existing
-`depends_on`) belong to `jobs.state.enqueue`. The read-only serializers below describe the
-objects that `jobs.representation` and `jobs.stats` build, for the schema only.
+`JobCreateSerializer` refuses unknown fields and reads what JSON cannot say itself (an
+instant, a job id); every other field is taken as sent (`AsSent`) and judged by the domain,
+`jobs.state.enqueue`, in the words it gives Python callers: registered type, payload schema,
+priority range, future `scheduled_at`, existing `depends_on`. The read-only serializers below
+describe the objects that `jobs.representation` and `jobs.stats` build, for the schema only.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from jobs.explain import REASONS
 from jobs.filters import InstantError, parse_instant
 from jobs.models import AttemptStatus, JobStatus, LimitScope, RecurInterval
 from jobs.queues import MAX_LIMIT, MAX_PERIOD_SECONDS
-from jobs.registry import TYPE_NAME_MAX_LENGTH, registry
+from jobs.registry import registry
 
 from .errors import ERROR_CODES
 
@@ -53,6 +54,35 @@ class InstantField(serializers.Field):
             return parse_instant(data)
         except InstantError as error:
             raise serializers.ValidationError(str(error), code="invalid") from None
+
+
+class AsSent(serializers.Field):
+    """A body field taken as the JSON value sent, for the domain (`jobs.state`, `jobs.queues`)
+    to judge as it judges the same argument from Python: one rule, in one set of words. DRF's
+    own fields coerced (`"3"`, `" 4 "` and `"٣"` were integers, `5` the queue "5", `" UTC "`
+    UTC, all of which `enqueue` refuses) and refused in words of their own."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class TextAsSent(AsSent):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class IntegerAsSent(AsSent):
+    """A number with no fraction is the integer it equals: JSON Schema counts `2.0` as an
+    integer (and `parse_instant` reads milliseconds so). Anything else goes on as sent."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, float) and data.is_integer():
+            return int(data)
+        return data
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)
@@ -120,16 +150,17 @@ class JobCreateSerializer(RefusesUnknownFields):
         # read. Safe because every field here is a leaf: none holds a child or a serializer.
         return {name: copy.copy(field) for name, field in self._declared_fields.items()}
 
-    type = serializers.CharField(
-        max_length=TYPE_NAME_MAX_LENGTH, help_text="A registered job type."
+    # Required, but null goes to the domain too: it refuses None from Python in its own words.
+    type = TextAsSent(allow_null=True, help_text="A registered job type.")
+    payload = PayloadField(
+        allow_null=True, help_text="Validated by the handler's own payload schema."
     )
-    payload = PayloadField(help_text="Validated by the handler's own payload schema.")
-    priority = serializers.IntegerField(help_text="1 = high, 2 = normal, 3 = low.")
+    priority = IntegerAsSent(allow_null=True, help_text="1 = high, 2 = normal, 3 = low.")
     scheduled_at = InstantField(
         required=False, allow_null=True, help_text="In the future; absent means due now."
     )
-    recur_interval = serializers.ChoiceField(
-        choices=RecurInterval.choices, required=False, allow_null=True
+    recur_interval = TextAsSent(
+        required=False, allow_null=True, help_text=f"One of {', '.join(RecurInterval.values)}."
     )
     depends_on = DependsOnField(
         required=False,
@@ -137,34 +168,30 @@ class JobCreateSerializer(RefusesUnknownFields):
         help_text="An existing job, or a list of them; this one waits until every one of "
         "them is completed.",
     )
-    max_retries = serializers.IntegerField(
+    max_retries = IntegerAsSent(
         required=False, allow_null=True, help_text=f"1..{limits.MAX_ATTEMPTS}."
     )
-    cron = serializers.CharField(
+    cron = TextAsSent(
         required=False,
         allow_null=True,
-        max_length=200,
         help_text="A 5-field cron expression: creates a schedule, and this is its first run.",
     )
-    timezone = serializers.CharField(
+    timezone = TextAsSent(
         required=False,
         allow_null=True,
-        max_length=64,
         help_text="With `cron`: the IANA time zone its slots are read in (default UTC).",
     )
-    queue = serializers.RegexField(
-        queue_names.QUEUE_NAME_PATTERN,
+    queue = TextAsSent(
         required=False,
         allow_null=True,
-        error_messages={"invalid": queue_names.INVALID_NAME, "blank": queue_names.INVALID_NAME},
         help_text="The queue the job waits in; absent or null means the one its type names, "
         f"else `{queue_names.DEFAULT_QUEUE}`. {queue_names.NAME_RULE}",
     )
 
-    def validate_type(self, value: str) -> str:
+    def validate_type(self, value: Any) -> Any:
         # An internal type is as unknown to a client as an unregistered one; the domain
-        # (`jobs.state`) reports those.
-        if value in registry and registry.get(value).internal:
+        # (`jobs.state`) reports those, and whatever is no type's name.
+        if isinstance(value, str) and value in registry and registry.get(value).internal:
             raise serializers.ValidationError(registry.unknown_type_message(value))
         return value
 
@@ -385,13 +412,13 @@ class QueueSerializer(serializers.Serializer):
 
 
 class LimitSetSerializer(RefusesUnknownFields):
-    max_running = serializers.IntegerField(
-        required=False, help_text="At most this many running at once."
-    )
-    max_starts = serializers.IntegerField(
+    """Numbers judged by `jobs.queues.set_limit`, as from Python."""
+
+    max_running = IntegerAsSent(required=False, help_text="At most this many running at once.")
+    max_starts = IntegerAsSent(
         required=False, help_text="At most this many starts in any `period_seconds`."
     )
-    period_seconds = serializers.IntegerField(required=False, help_text="With `max_starts`.")
+    period_seconds = IntegerAsSent(required=False, help_text="With `max_starts`.")
 
 
 def _limit_fields(*names: str) -> dict[str, Any]:

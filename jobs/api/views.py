@@ -105,12 +105,12 @@ def refuse(errors: dict[str, list[str]]) -> None:
         raise state.JobValidationError(errors)
 
 
-# What a job's spec holds for a field its form refused, so that the domain still checks the
-# fields whose rules depend on it; what the domain says of a stand-in is dropped (the form's
-# message for that field stands). A type no handler has leaves the payload to the rules of
-# every type's; a cron that always matches keeps a schedule's rules on its other fields.
-# Any other field refused is left out, as if absent.
-FORM_STAND_INS: dict[str, Any] = {"type": "", "payload": {}, "cron": "* * * * *"}
+# What a job's spec holds for a field its form refused (missing, an internal type), so
+# that the domain still checks the fields whose rules depend on it; what the domain says of a
+# stand-in is dropped (the form's message for that field stands). A type no handler has
+# leaves the payload to the rules of every type's. Any other field refused is left out, as if
+# absent.
+FORM_STAND_INS: dict[str, Any] = {"type": "", "payload": {}}
 
 
 def job_errors(form: JobCreateSerializer, now: datetime) -> dict[str, list[str]]:

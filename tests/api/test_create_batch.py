@@ -137,7 +137,7 @@ def test_a_job_the_form_refuses_is_still_checked_by_the_domain_in_the_order_of_i
 ):
     submitted = [
         noop(),
-        # The form refuses priority and colour; the domain the payload and max_retries.
+        # The form refuses colour; the domain the payload, priority and max_retries.
         {
             "colour": "red",
             "max_retries": 0,
@@ -157,7 +157,7 @@ def test_a_job_the_form_refuses_is_still_checked_by_the_domain_in_the_order_of_i
     assert list(error["details"].items()) == [
         ("note", ["Unknown field. Allowed: jobs."]),
         ("jobs.1.payload.subject", ["This field is required."]),
-        ("jobs.1.priority", ["A valid integer is required."]),
+        ("jobs.1.priority", ["Must be 1, 2 or 3."]),
         ("jobs.1.max_retries", ["Must be an integer from 1 to 10."]),
         ("jobs.1.colour", [allowed + "max_retries, queue."]),
         ("jobs.2.type", [registry.unknown_type_message("bulk_action")]),

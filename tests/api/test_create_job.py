@@ -104,13 +104,13 @@ def test_scheduled_at_in_the_past_is_refused(operator_client, form):
         ({"type": "no_such_type"}, "type", "Registered types"),
         ({"priority": 5}, "priority", "Must be 1, 2 or 3."),
         ({"priority": 0}, "priority", "Must be 1, 2 or 3."),
-        ({"priority": "high"}, "priority", "valid integer"),
-        ({"priority": True}, "priority", "valid integer"),
+        ({"priority": "high"}, "priority", "Must be 1, 2 or 3."),
+        ({"priority": True}, "priority", "Must be 1, 2 or 3."),
         ({"payload": [1, 2]}, "payload", "JSON object"),
-        ({"payload": None}, "payload", "null"),
+        ({"payload": None}, "payload", "Must be a JSON object."),
         ({"max_retries": 11}, "max_retries", "1 to 10"),
         ({"max_retries": 0}, "max_retries", "1 to 10"),
-        ({"recur_interval": "every_day"}, "recur_interval", "not a valid choice"),
+        ({"recur_interval": "every_day"}, "recur_interval", "Must be one of"),
         ({"scheduled_at": "tomorrow"}, "scheduled_at", "Unix milliseconds"),
         ({"depends_on": "nope"}, "depends_on", "valid UUID"),
     ],
@@ -263,8 +263,8 @@ def test_the_schema_takes_every_field_the_server_takes(operator_client):
 
 
 def test_every_error_of_a_job_comes_in_one_answer_in_the_order_of_its_fields(operator_client):
-    # The form's refusals (a priority that is no integer, an unknown field) hid the domain's
-    # (an unknown type, too few attempts): a client fixed one, to be refused for the next.
+    # The form's refusals (an unknown field) hid the domain's (an unknown type, a priority
+    # that is no integer, too few attempts): a client fixed one, to be refused for the next.
     body = {"colour": "red", "max_retries": 0, "priority": "high", "payload": {}, "type": "nope"}
     error = assert_error(post(operator_client, body), 400, "validation_error")
     allowed = (
@@ -273,7 +273,7 @@ def test_every_error_of_a_job_comes_in_one_answer_in_the_order_of_its_fields(ope
     )
     assert list(error["details"].items()) == [
         ("type", [registry.unknown_type_message("nope")]),
-        ("priority", ["A valid integer is required."]),
+        ("priority", ["Must be 1, 2 or 3."]),
         ("max_retries", ["Must be an integer from 1 to 10."]),
         ("colour", [allowed]),
     ]

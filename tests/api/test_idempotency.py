@@ -184,7 +184,7 @@ BAD_KEY = ["Must be 1 to 255 printable ASCII characters, not starting or ending 
 
 @pytest.mark.parametrize(
     ("body", "field"),
-    [({**BODY, "priority": "high"}, "priority"), ({**BODY, "type": "no_such_type"}, "type")],
+    [({**BODY, "colour": "red"}, "colour"), ({**BODY, "type": "no_such_type"}, "type")],
     ids=["refused-by-its-form", "refused-by-the-domain"],
 )
 @pytest.mark.django_db
@@ -203,8 +203,8 @@ def test_a_bad_key_is_reported_with_the_body_s_errors_in_one_answer(operator_cli
     ("body", "fields"),
     [
         (
-            {"jobs": [BODY, {**BODY, "priority": "high"}], "extra": 1},
-            ["extra", "jobs.1.priority"],
+            {"jobs": [BODY, {**BODY, "colour": "red"}], "extra": 1},
+            ["extra", "jobs.1.colour"],
         ),
         ({"jobs": [BODY, {**BODY, "type": "no_such_type"}]}, ["jobs.1.type"]),
     ],
@@ -218,3 +218,28 @@ def test_a_bad_key_is_reported_with_the_batch_s_errors_in_one_answer(operator_cl
     assert list(details) == [*fields, "idempotency_key"], details
     assert details["idempotency_key"] == BAD_KEY
     assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_bad_batch_under_a_used_key_is_a_400_as_a_bad_job_is(operator_client):
+    # Validation runs before the key is looked at: a wrong request is a 400 whatever the key
+    # holds. The batch looked at the key first, and a wrong batch under a used key was the
+    # key's 409, its own errors unsaid.
+    bad_job = {**BODY, "priority": 9}
+    for path, first, bad, field in (
+        (JOBS, BODY, bad_job, "priority"),
+        (BATCH, BATCH_BODY, {"jobs": [BODY, bad_job]}, "jobs.1.priority"),
+    ):
+        assert post_to(operator_client, path, first, path).status_code == 201
+        response = post_to(operator_client, path, bad, path)
+        assert response.status_code == 400, (path, response.json())
+        assert response.json()["error"]["details"] == {field: ["Must be 1, 2 or 3."]}
+    specs = [state.JobSpec("noop", {"n": 1}), state.JobSpec("noop", {"n": 1}, priority=9)]
+    with pytest.raises(state.JobValidationError) as refused:
+        state.enqueue_many(specs, idempotency_key=BATCH)
+    assert refused.value.details == {"1.priority": ["Must be 1, 2 or 3."]}
+    assert Job.objects.count() == 1 + len(BATCH_BODY["jobs"])
+
+
+def post_to(client: Any, path: str, body: dict[str, Any], key: str) -> Any:
+    return client.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY=key)
