@@ -313,7 +313,7 @@ _COMMON_FIELDS: dict[str, dict[str, Any]] = {
         f"names, else `{queue_names.DEFAULT_QUEUE}`.",
     },
     "max_retries": {
-        **_nullable({"type": "integer", "minimum": 1, "maximum": 10}),
+        **_nullable({"type": "integer", "minimum": 1, "maximum": limits.MAX_ATTEMPTS}),
         "description": f"Attempts before the dead-letter queue; null or absent: "
         f"{settings.SCHEDULER_DEFAULT_MAX_RETRIES}.",
     },
