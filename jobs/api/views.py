@@ -492,7 +492,9 @@ class JobRetryView(JobActionView):
     @job_action_schema(
         "retry",
         "Retry a job from the dead-letter queue",
-        "Back to pending with attempt_count 0, due now; its attempts are kept.",
+        "Back to pending with attempt_count 0, due now; its attempts are kept. Any request "
+        "body is ignored: the job is retried with its own payload (the console's Edit and "
+        "retry changes it first).",
     )
     def post(self, request: Request, job_id: str) -> Response:
         return self.act(job_id, state.retry_from_dlq)
