@@ -68,7 +68,7 @@ def _reason(job: Job, now: datetime) -> tuple[str, str, dict[str, Any]]:
     if job.status == JobStatus.COMPLETED:
         return "completed", f"It completed at {format_time(job.completed_at)}.", {}
     if job.status == JobStatus.CANCELLED:
-        return "cancelled", f"It was cancelled at {format_time(job.cancelled_at)}.", {}
+        return _cancelled(job)
     if job.in_dlq:
         return (
             "dead_letter",
@@ -117,6 +117,20 @@ def _reason(job: Job, now: datetime) -> tuple[str, str, dict[str, Any]]:
     if full := _full_limit(job):
         return full
     return _ahead(job, now, able)
+
+
+def _cancelled(job: Job) -> tuple[str, str, dict[str, Any]]:
+    at = f"It was cancelled at {format_time(job.cancelled_at)}"
+    # A job that never started has no error but its cancel's: the operator's reason, or the
+    # upstream job whose cancel or purge cancelled it (`cancel_dependents`). One that ran
+    # keeps its last failure there, which is no reason for the cancel.
+    if job.started_at is None and job.last_error:
+        return (
+            "cancelled",
+            f"{at}: {job.last_error.rstrip('.')}.",
+            {"cancel_reason": job.last_error},
+        )
+    return "cancelled", f"{at}.", {}
 
 
 def _paused(job: Job) -> tuple[str, str, dict[str, Any]]:
@@ -221,6 +235,10 @@ def _full_limit(job: Job) -> tuple[str, str, dict[str, Any]] | None:
     return None
 
 
+# What explain reads of each upstream job: what its display state is made of, and its type.
+_UPSTREAM_FIELDS = ("type", "status", "in_dlq", "pending_dependencies", "queue")
+
+
 def _upstream(job: Job) -> tuple[str, str, dict[str, Any]]:
     paused = paused_queues()
     upstream = [
@@ -236,7 +254,13 @@ def _upstream(job: Job) -> tuple[str, str, dict[str, Any]]:
                 dep.depends_on.queue in paused,
             ).name,
         }
-        for dep in JobDependency.objects.filter(job=job).select_related("depends_on")
+        # In the order the job names them (`upstream_ids`), so the sentence names the first
+        # five it was given; unordered, the join's plan decided, and changed as rows moved.
+        # An upstream job's payload and result may be large and are not shown.
+        for dep in JobDependency.objects.filter(job=job)
+        .select_related("depends_on")
+        .only("depends_on_id", *(f"depends_on__{field}" for field in _UPSTREAM_FIELDS))
+        .order_by("id")
     ]
     waiting = [u for u in upstream if u["status"] != JobStatus.COMPLETED]
     named = _named(

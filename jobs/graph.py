@@ -15,6 +15,7 @@ from django.db import connection
 
 from .display import display_state
 from .models import Job, JobDependency
+from .queues import paused_queues
 from .state import MAX_UPSTREAM
 
 DEFAULT_DEPTH = 3
@@ -179,32 +180,54 @@ def job_graph(job_id: uuid.UUID, depth: int = DEFAULT_DEPTH) -> Graph | None:
         return None
     levels: dict[uuid.UUID, int] = {job_id: 0}
     truncated = False
-    for upstream in (True, False):
-        frontier = [job_id]
-        for step in range(1, depth + 2):
-            reached = [n for n in _neighbours(frontier, upstream) if n not in levels]
-            if not reached:
-                break
-            if step > depth or len(levels) + len(reached) > MAX_NODES:
-                truncated = True
-                reached = reached[: max(0, MAX_NODES - len(levels))] if step <= depth else []
-            for found in reached:
-                levels[found] = -step if upstream else step
-            frontier = reached
-            if not frontier:
-                break
+    # Both ways a step at a time, so the nearer jobs come first: walked all the way up
+    # before down, a fan-in's 1,000 upstream jobs filled the graph, and what waits on the
+    # job itself was left out.
+    frontiers = {True: [job_id], False: [job_id]}
+    for step in range(1, depth + 2):
+        found = {
+            upstream: [n for n in _neighbours(frontier, upstream) if n not in levels]
+            for upstream, frontier in frontiers.items()
+            if frontier
+        }
+        if step > depth:
+            truncated = truncated or any(found.values())
+            break
+        room = MAX_NODES - len(levels)
+        ups, downs = len(found.get(True, [])), len(found.get(False, []))
+        if ups + downs > room:
+            truncated = True
+            # Neither way takes the other's half of the room.
+            kept_up = min(ups, max(room // 2, room - downs))
+            kept = {True: kept_up, False: min(downs, room - kept_up)}
+            found = {upstream: reached[: kept[upstream]] for upstream, reached in found.items()}
+        frontiers = {True: [], False: []}
+        for upstream, reached in found.items():
+            for one in reached:
+                levels[one] = -step if upstream else step
+            frontiers[upstream] = reached
+        if not any(frontiers.values()):
+            break
     ids = list(levels)
     rows = list(
         Job.objects.filter(id__in=ids).values(
-            "id", "type", "status", "in_dlq", "pending_dependencies"
+            "id", "type", "status", "in_dlq", "pending_dependencies", "queue"
         )
     )
+    paused = paused_queues()
     shown = {
-        row["id"]: display_state(row["status"], row["in_dlq"], row["pending_dependencies"])
+        row["id"]: display_state(
+            row["status"], row["in_dlq"], row["pending_dependencies"], row["queue"] in paused
+        )
         for row in rows
     }
     # Its dead letters may lie past the graph's depth: the walk goes up as far as explain's.
-    held = held_up(job for job, shown_as in shown.items() if shown_as.blocked)
+    blocked = [job for job, shown_as in shown.items() if shown_as.blocked]
+    held = held_up(blocked)
+    if len(blocked) > 1 and job_id in held and held[job_id].truncated:
+        # The walk for all of them stopped short: the job the graph is about is marked as
+        # explain names its dead letters (beside it on Job Detail), by a walk of its own.
+        held[job_id] = held_up([job_id])[job_id]
     nodes = sorted(
         (
             Node(

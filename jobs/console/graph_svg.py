@@ -21,6 +21,8 @@ CENTRED_UP_TO = 1000
 FILL = {
     "pending": "#e8eef9",
     "blocked": "#eeeeee",
+    # As the pills: a paused job, like a blocked one, waits on something else.
+    "paused": "#eeeeee",
     "processing": "#dbe9ff",
     "completed": "#dcf3e3",
     "retrying": "#fff1cc",

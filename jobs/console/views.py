@@ -36,7 +36,7 @@ from jobs.filters import (
     repeated_parameters,
 )
 from jobs.graph import job_graph
-from jobs.models import AuditSource, Job, RecurInterval, Webhook
+from jobs.models import AuditSource, Job, JobStatus, RecurInterval, Webhook
 from jobs.representation import short_id
 from jobs.schedules import UPCOMING, schedule_list, upcoming_runs
 from jobs.selectors import BoundedCountPaginator, stored_job_types
@@ -326,12 +326,6 @@ def _render_job(
         "graph": selectors.job_graph(job),
         "action_error": action_error,
     }
-    around = job_graph(job.id)
-    if around is not None and len(around.nodes) > 1:
-        context["graph_svg"] = graph_svg(
-            around, lambda node_id: reverse("console:job-detail", args=[node_id])
-        )
-        context["graph_truncated"] = around.truncated
     if job.in_dlq:
         context["timeline"] = charts.retry_timeline(
             [
@@ -347,7 +341,24 @@ def _render_job(
             edit_form = PayloadForm.editing(job.payload)
         context["edit_form"] = edit_form
         return page(request, "console/dlq_detail.html", context, status=status)
-    context["explanation"] = explain(job.id)
+    # DLQ Detail lists the jobs waiting on it and draws no graph.
+    around = job_graph(job.id)
+    if around is not None and len(around.nodes) > 1:
+        context["graph_svg"] = graph_svg(
+            around, lambda node_id: reverse("console:job-detail", args=[node_id])
+        )
+        context["graph_truncated"] = around.truncated
+    context["explanation"] = explanation = explain(job.id)
+    if explanation["reason"] == "waiting_for_upstream":
+        # Those it waits for, as the sentence counts them; a join lists up to 1,000.
+        waiting = [
+            up for up in explanation["details"]["upstream"] if up["status"] != JobStatus.COMPLETED
+        ]
+        context["waiting_upstream"] = {
+            "listed": waiting[: selectors.DEPENDENCIES_LISTED],
+            "more": max(0, len(waiting) - selectors.DEPENDENCIES_LISTED),
+            "total": len(waiting),
+        }
     return page(request, "console/job_detail.html", context, status=status)
 
 

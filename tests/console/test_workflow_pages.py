@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from jobs import state
+from jobs import queues, state
 from jobs.models import Job
 from jobs.representation import short_id
 
@@ -39,13 +39,13 @@ def test_schedules_list_their_next_runs_and_an_operator_pauses_and_resumes(opera
     assert "Resume</button>" in page
     assert Job.objects.get(id=run["id"]).status == "cancelled"
 
-    page = operator_client.post(f"/schedules/{run['schedule_id']}/resume", follow=True)
-    assert "Schedule resumed." in page.content.decode()
+    resumed = operator_client.post(f"/schedules/{run['schedule_id']}/resume", follow=True)
+    assert "Schedule resumed." in resumed.content.decode()
     assert Job.objects.filter(schedule_id=run["schedule_id"], status="pending").count() == 1
 
     assert login(viewer).post(f"/schedules/{run['schedule_id']}/delete").status_code == 403
-    page = operator_client.post(f"/schedules/{run['schedule_id']}/delete", follow=True)
-    body = page.content.decode()
+    deleted = operator_client.post(f"/schedules/{run['schedule_id']}/delete", follow=True)
+    body = deleted.content.decode()
     assert "Schedule deleted" in body and row not in body
     assert not Job.objects.filter(status="pending").exists()
 
@@ -59,6 +59,7 @@ def test_the_new_job_form_creates_a_schedule_and_names_a_bad_expression(operator
     created = client.post("/jobs/new", {**form, "cron": "0 9 * * 1-5"})
     assert created.status_code == 302
     (run,) = Job.objects.filter(schedule__isnull=False)
+    assert run.schedule is not None
     assert (run.schedule.cron, run.schedule.timezone) == ("0 9 * * 1-5", "Asia/Tokyo")
     assert created["Location"] == f"/jobs/{run.id}"
 
@@ -82,3 +83,15 @@ def test_job_detail_draws_the_dependency_graph_and_says_what_a_dead_letter_holds
     # A job with no dependency has no graph to draw.
     alone = state.enqueue("noop", {})
     assert "job-graph" not in client.get(f"/jobs/{alone['id']}").content.decode()
+
+
+def test_job_detail_draws_an_upstream_job_of_a_paused_queue_as_paused(viewer):
+    queues.pause("reports")
+    upstream = state.enqueue("noop", {}, queue="reports")
+    job = state.enqueue("noop", {}, depends_on=uuid.UUID(upstream["id"]))
+
+    page = login(viewer).get(f"/jobs/{job['id']}").content.decode()
+    start = page.index('<svg class="job-graph"')
+    svg = page[start : page.index("</svg>", start)]
+    assert f'data-state="paused"><title>noop {upstream["id"]}: Paused</title>' in svg
+    assert f"{short_id(upstream['id'])} · Paused</text>" in svg
