@@ -303,7 +303,8 @@ _COMMON_FIELDS: dict[str, dict[str, Any]] = {
             {"type": "null"},
         ],
         "description": "An existing job that is not cancelled, or a list of them (fan-in); "
-        "this one waits until every one of them is completed.",
+        "this one waits until every one of them is completed. One already completed counts at "
+        "once; one in the dead-letter queue holds this job until it is retried and completes.",
     },
     "cron": {"type": "null", "description": "Set it to make a schedule (the other branch)."},
     "timezone": {"type": "null", "description": "Only with `cron`."},

@@ -19,7 +19,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from jobs import limits, queue_names
+from jobs import display, limits, queue_names
 from jobs.explain import REASONS
 from jobs.filters import InstantError, parse_instant
 from jobs.models import AttemptStatus, JobStatus, LimitScope, RecurInterval
@@ -336,8 +336,7 @@ class GraphNodeSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=JobStatus.choices)
     in_dlq = serializers.BooleanField()
     display_state = serializers.CharField(
-        help_text="As the console shows it: pending, blocked, processing, completed, "
-        "retrying, dlq, cancelled."
+        help_text=f"As the console shows it: {', '.join(display.STATES)}."
     )
     waiting_on_dlq = serializers.BooleanField(
         help_text="Blocked by a job in the dead-letter queue, directly or through the "
