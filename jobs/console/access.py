@@ -17,7 +17,8 @@ from django.contrib import messages
 from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.csrf import csrf_failure as django_csrf_failure
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
@@ -55,13 +56,17 @@ def user_time_zone(preferences: UserPreference) -> zoneinfo.ZoneInfo:
 def console_view(
     *, methods: Sequence[str] = ("GET",), operator: bool = False
 ) -> Callable[[ConsoleView], ConsoleView]:
+    # HEAD wherever GET is, as RFC 9110 has it (and Django's class-based views do): an
+    # uptime check's HEAD of a page was a 405. The server leaves out the body.
+    allowed = (*methods, "HEAD") if "GET" in methods else tuple(methods)
+
     def decorate(view: ConsoleView) -> ConsoleView:
         @wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
                 return to_login(request)
-            if request.method not in methods:
-                return HttpResponseNotAllowed(methods)
+            if request.method not in allowed:
+                return HttpResponseNotAllowed(allowed)
             console_request = as_console_request(request)
             with timezone.override(user_time_zone(console_request.preferences)):
                 if operator and not console_request.can_act:
@@ -96,9 +101,12 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW. The console's forms fail it when their page outlived its token (a
     login in another tab renews it): an htmx button reloads the page with a note (its
     answer would replace the row), a form gets a console page saying what to do. Elsewhere
-    (the admin, the login page), Django's own page. A console request whose session is
-    gone too (every cookie cleared) goes where the view would have sent it: the login page."""
+    (the admin, the login page), Django's own page; the Log out button has its own answer
+    (`_logout_expired`). A console request whose session is gone too (every cookie
+    cleared) goes where the view would have sent it: the login page."""
     htmx = getattr(request, "htmx", None)
+    if request.path == reverse("logout"):
+        return _logout_expired(request)
     if request.path.startswith(("/admin/", "/accounts/")):
         return django_csrf_failure(request, reason)
     if not request.user.is_authenticated:
@@ -107,6 +115,18 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
         messages.warning(request, f"{EXPIRED} It is reloaded now: do it again.")
         return HttpResponseClientRefresh()
     return page(as_console_request(request), "console/403.html", {"expired": EXPIRED}, status=403)
+
+
+def _logout_expired(request: HttpRequest) -> HttpResponse:
+    """The console's Log out button on a page older than the last login (in another tab).
+    Behind Django's CSRF page the user stayed signed in, and someone leaving a shared
+    machine believed they had logged out: they are told, with a button that works. The
+    check stays (a forged post must not sign anyone out); someone signed out already is
+    where they asked to be."""
+    if not request.user.is_authenticated:
+        return redirect(settings.LOGOUT_REDIRECT_URL)
+    context = {"expired": LOGOUT_EXPIRED, "log_out": True}
+    return page(as_console_request(request), "console/403.html", context, status=403)
 
 
 def not_found(request: HttpRequest) -> HttpResponse:
@@ -122,6 +142,10 @@ def too_large(request: HttpRequest) -> HttpResponse:
 
 
 EXPIRED = "The page had expired (you signed in again, perhaps in another tab), so nothing was done."
+LOGOUT_EXPIRED = (
+    "The page had expired (you signed in again, perhaps in another tab), so you were not "
+    "logged out."
+)
 
 
 def refuse(request: ConsoleRequest) -> HttpResponse:
