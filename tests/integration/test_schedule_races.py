@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs import state
-from jobs.models import Job, Schedule
+from jobs.models import Job, Schedule, Worker
 from tests.console.test_admin import hidden_fields
 
 from .test_state import in_thread, join, new_worker
@@ -76,14 +76,20 @@ def pending_runs(schedule_id: str) -> list[Job]:
     return list(Job.objects.filter(schedule_id=schedule_id, status="pending"))
 
 
-@pytest.mark.parametrize("stop", ["pause", "delete"])
-def test_a_schedule_stopped_while_its_run_completes_gets_no_next_run(stop):
+def claimed_run() -> tuple[dict[str, Any], Worker, state.Success]:
+    """The first run of a schedule every five minutes, claimed by a worker, and the report
+    of its success, for a race to complete it."""
     first = state.enqueue("noop", {}, cron="*/5 * * * *")
-    schedule_id = first["schedule_id"]
     worker = new_worker()
     due_now(first["id"])
     (claim,) = state.claim(worker.id, 1, [uuid.UUID(first["id"])])
-    success = state.Success(claim.id, claim.attempt_id, None, timezone.now())
+    return first, worker, state.Success(claim.id, claim.attempt_id, None, timezone.now())
+
+
+@pytest.mark.parametrize("stop", ["pause", "delete"])
+def test_a_schedule_stopped_while_its_run_completes_gets_no_next_run(stop):
+    first, worker, success = claimed_run()
+    schedule_id = first["schedule_id"]
 
     race(
         first["id"],
@@ -169,18 +175,15 @@ def test_an_admin_action_on_a_schedule_whose_run_completes_meanwhile_waits_for_i
 ):
     """The admin read each ticked schedule under its own lock before acting, schedule first:
     a completion holding the run, then waiting for the schedule, deadlocked with it."""
-    first = state.enqueue("noop", {}, cron="*/5 * * * *")
+    first, worker, success = claimed_run()
     schedule_id = first["schedule_id"]
-    worker = new_worker()
-    due_now(first["id"])
-    (claim,) = state.claim(worker.id, 1, [uuid.UUID(first["id"])])
-    success = state.Success(claim.id, claim.attempt_id, None, timezone.now())
-    ticked = {"index": "0", "_selected_action": [schedule_id]}
+    ticked: dict[str, Any] = {"index": "0", "_selected_action": [schedule_id]}
+    form: dict[str, Any]
     if action == "delete_selected":
         asked = superuser_client.post(
             "/admin/jobs/schedule/", {**ticked, "action": "delete_selected_schedules"}
         )
-        form = hidden_fields(asked.content.decode())  # the confirmation's "Yes"
+        form = dict(hidden_fields(asked.content.decode()))  # the confirmation's "Yes"
     else:
         form = {**ticked, "action": action}
 
