@@ -9,7 +9,11 @@ from jobs.roles import is_operator
 class RolePermission(BasePermission):
     """Any signed-in user may read; only operators may change anything."""
 
-    message = "Your role may only read. Operators may create, cancel, retry and purge jobs."
+    # Every write route's refusal, not only the jobs': a viewer refused a queue's pause read
+    # that operators "may create, cancel, retry and purge jobs".
+    message = (
+        "Your role may only read. Operators may also act on jobs, queues, limits and schedules."
+    )
 
     def has_permission(self, request: Request, view: Any) -> bool:
         if not (request.user and request.user.is_authenticated):

@@ -493,3 +493,15 @@ def test_request_data_too_big_from_django_maps_to_413():
     response = exception_handler(RequestDataTooBig("too big"), {})
     assert response.status_code == 413
     assert response.data["error"]["code"] == "payload_too_large"
+
+
+def test_a_viewers_refusal_names_what_operators_may_do_beyond_jobs(viewer_client):
+    # Refused a queue's pause, a viewer read that operators "may create, cancel, retry and
+    # purge jobs", which says nothing of queues.
+    refused = viewer_client.post("/api/v1/queues/default/pause")
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert error["code"] == "permission_denied"
+    assert error["message"] == (
+        "Your role may only read. Operators may also act on jobs, queues, limits and schedules."
+    )
