@@ -49,10 +49,8 @@ def _positive_int(
     raw = params.get(name)
     if raw in (None, ""):
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
+    # ASCII digits only: int() also reads " 2 ", "1_0" and "٣", which no link writes.
+    value = int(raw) if isinstance(raw, str) and raw.isascii() and raw.isdigit() else 0
     if value < 1:
         errors[name] = ["Must be a positive integer."]
     return value

@@ -100,3 +100,14 @@ def test_the_openapi_document_and_put_limit_agree_on_max_running(operator_client
         body = {"max_running": value}
         response = operator_client.put(LIMIT, body, format="json")
         assert (response.status_code == 200) == schema.is_valid(body), (value, response.json())
+
+
+@pytest.mark.parametrize(
+    ("query", "parameter"),
+    [("limit=٣", "limit"), ("page=%202%20", "page"), ("limit=1_0", "limit"), ("page=+2", "page")],
+)
+def test_a_page_or_limit_is_written_in_ascii_digits(viewer_client, query, parameter):
+    # int() read each of these as a number, where the document says integer.
+    refused = viewer_client.get(f"/api/v1/jobs?{query}")
+    assert_error(refused, 400, "validation_error")
+    assert refused.json()["error"]["details"] == {parameter: ["Must be a positive integer."]}
