@@ -84,14 +84,32 @@ def bar_chart(
     return _svg(title, len(items) * row, body, "chart-bars")
 
 
+def _clock(moment: datetime) -> tuple[datetime, str]:
+    """`moment` on the viewer's clock, and the zone's abbreviation ("BST", "+11") if that
+    clock reads the same time twice that day (the clocks put back), else ""."""
+    local = timezone.localtime(moment)
+    repeated = local.replace(fold=1 - local.fold).utcoffset() != local.utcoffset()
+    return local, local.strftime("%Z") if repeated else ""
+
+
 def time_series(
     buckets: Sequence[tuple[datetime, int]], *, title: str, empty: str = "Nothing to show."
 ) -> SafeString:
-    """Vertical bars per time bucket (hours), with an hour label every few bars and the
-    largest count above the top grid line. Positions are fractions of the width (%)."""
+    """Vertical bars per time bucket (hours), with the local time a bar starts at under
+    every few bars and the largest count above the top grid line. Positions are fractions
+    of the width (%).
+
+    A bar is named by the minute it starts: the hours are real ones, so where the clocks
+    moved by half an hour within the day (Lord Howe) the bars before the change start at
+    :30. A time the clocks repeat carries its zone, or the two hours put back would read
+    alike; on the axis the zone takes a line of its own, as beside the hour it runs into
+    the next label on a phone."""
     if not any(value for _, value in buckets):
         return _empty(empty)
-    height, axis, plot_top = 170, 22, 20
+    label_every = max(1, len(buckets) // 8)
+    clocks = [_clock(moment) for moment, _ in buckets]
+    zone_line = 12 if any(zone for _, zone in clocks[::label_every]) else 0
+    height, axis, plot_top = 170 + zone_line, 22 + zone_line, 20
     plot_height = height - axis - plot_top
     step = 100 / len(buckets)
     top = max(value for _, value in buckets)
@@ -107,17 +125,15 @@ def time_series(
             plot_top + plot_height,
         )
     ]
-    label_every = max(1, len(buckets) // 8)
-    for index, (moment, value) in enumerate(buckets):
+    for index, ((_, value), (local, zone)) in enumerate(zip(buckets, clocks, strict=True)):
         x = (index + 0.1) * step
         bar = plot_height * value / top
-        hour = timezone.localtime(moment).strftime("%H:00")
         body.append(
             format_html(
                 '<g class="chart-row"><title>{}: {}</title>'
                 '<rect class="chart-bar" x="{}%" y="{}" width="{}%" height="{}" '
                 'rx="2"></rect></g>',
-                timezone.localtime(moment).strftime("%Y-%m-%d %H:00"),
+                f"{local:%Y-%m-%d %H:%M} {zone}".rstrip(),
                 value,
                 round(x, 2),
                 round(plot_top + plot_height - bar, 1),
@@ -128,10 +144,13 @@ def time_series(
         if index % label_every == 0:
             body.append(
                 format_html(
-                    '<text class="chart-axis" x="{}%" y="{}">{}</text>',
+                    '<text class="chart-axis" x="{}%" y="{}">{}{}</text>',
                     round(x, 2),
-                    height - 4,
-                    hour,
+                    plot_top + plot_height + 18,
+                    local.strftime("%H:%M"),
+                    format_html('<tspan x="{}%" dy="12">{}</tspan>', round(x, 2), zone)
+                    if zone
+                    else "",
                 )
             )
     return _svg(title, height, body, "chart-columns")

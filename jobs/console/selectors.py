@@ -297,7 +297,8 @@ def failures_over_time(
     the clocks forward has no bar for the hour it skips (stepping on the clock, it was a bar
     always empty), and one that puts them back a bar for each of the two hours that read
     alike (they were one, and the 24 bars covered 25 hours). Where the offset is not whole
-    hours (Kolkata, Kathmandu) an hour is still the clock's, from its :00."""
+    hours (Kolkata, Kathmandu) an hour is still the clock's, from its :00; where the clocks
+    moved by half an hour since (Lord Howe), the earlier hours start at :30."""
     local = now.astimezone(tz)
     # Stepped in UTC: arithmetic on a zone's local time steps its clock.
     last = now.astimezone(UTC) - timedelta(
