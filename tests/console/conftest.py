@@ -1,5 +1,5 @@
 """The console's test clients: a browser session logged in as each role, and a
-superuser's admin browser."""
+superuser's admin browser; and the real browser's fixtures, for the `test_browser*.py` modules."""
 
 from __future__ import annotations
 
@@ -9,6 +9,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from .browser import (  # noqa: F401 - fixtures, found by pytest here
+    browser,
+    console_server,
+    csp_violations,
+    live_server_url,
+    open_page,
+    page,
+)
 from .helpers import login
 
 

@@ -1,8 +1,8 @@
 """What a console page missed while its stream was away, shown once it is back: the
 dashboard's live log and the ledger's count and pager, read again as a fresh load reads them.
 
-Runs in the browser of `test_browser.py`, with its fixtures: a server and a browser of this
-module's own, on the same xdist worker as that module's.
+Runs on tests/console/browser.py's fixtures: a server and a browser of this module's own,
+on the same xdist worker as test_browser.py.
 """
 
 from __future__ import annotations
@@ -20,22 +20,13 @@ from jobs.models import UserPreference
 from jobs.representation import short_id
 from jobs.roles import Role
 
-from . import test_browser
-from .test_browser import ConsoleServer, log_in, user
+from .browser import ConsoleServer, log_in, user
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
     pytest.mark.xdist_group("console_browser"),
 ]
-
-# test_browser.py's fixtures, requested here by name.
-live_server_url = test_browser.live_server_url
-console_server = test_browser.console_server
-browser = test_browser.browser
-csp_violations = test_browser.csp_violations
-open_page = test_browser.open_page
-page = test_browser.page
 
 # The log feed's cap (FEED_MAX in console.js) and the server's history (`selectors.log_feed`).
 FEED_MAX = 60

@@ -1,7 +1,7 @@
 """The DLQ page in a real browser, where its behaviour is the browser's: how wide its charts
 are drawn, and what it shows of dead letters that arrive or leave while it is open.
 
-Runs in the browser of `test_browser.py`, with its fixtures, on the same xdist worker.
+Runs on tests/console/browser.py's fixtures, on the same xdist worker as test_browser.py.
 """
 
 from __future__ import annotations
@@ -15,22 +15,14 @@ from jobs import state
 from jobs.representation import short_id
 from jobs.roles import Role
 
-from . import test_browser
+from .browser import log_in, screenshot, user
 from .helpers import dead_letter
-from .test_browser import log_in, screenshot, user
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
     pytest.mark.xdist_group("console_browser"),
 ]
-
-# test_browser.py's fixtures, requested here by name.
-live_server_url = test_browser.live_server_url
-browser = test_browser.browser
-csp_violations = test_browser.csp_violations
-open_page = test_browser.open_page
-page = test_browser.page
 
 # For each chart: the px of its box it leaves unused, and the share of the box after its
 # last bar ends.

@@ -2,7 +2,7 @@
 meets a reader: node health with every worker gone quiet, a status-filtered ledger that jobs
 move into, keyboard focus in a panel being refreshed, and the ledger's row at 390 px.
 
-Runs in the browser of `test_browser.py`, with its fixtures, on the same xdist worker.
+Runs on tests/console/browser.py's fixtures, on the same xdist worker as test_browser.py.
 """
 
 from __future__ import annotations
@@ -21,22 +21,14 @@ from jobs.representation import short_id
 from jobs.roles import Role
 
 from ..attempts import fail_attempt
-from . import test_browser
+from .browser import log_in, screenshot, user
 from .helpers import completed, dead_letter, make_worker, start
-from .test_browser import log_in, screenshot, user
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
     pytest.mark.xdist_group("console_browser"),
 ]
-
-# test_browser.py's fixtures, requested here by name.
-live_server_url = test_browser.live_server_url
-browser = test_browser.browser
-csp_violations = test_browser.csp_violations
-open_page = test_browser.open_page
-page = test_browser.page
 
 # Longer than the node panel's period (the heartbeat interval, 5 s by default) on a busy
 # machine.
