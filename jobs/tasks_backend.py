@@ -30,12 +30,17 @@ import os
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from importlib import import_module
 from typing import Any, TypeVar
 
+# Registers django-tasks' check of every TASKS backend (`check()` below), as installing its
+# app would (this project does not) and as Django 6.0 does for `django.tasks`: without it,
+# `manage.py check` passed settings that then refused every enqueue.
+import django_tasks.checks  # noqa: F401
 from django.conf import settings
+from django.core import checks
 from django.db import close_old_connections
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -140,6 +145,31 @@ class SchedulerBackend(BaseTaskBackend):
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         self.max_retries: int | None = self.options.get("MAX_RETRIES")
+        self.queues_as_written = params.get("QUEUES")
+
+    def check(self, **kwargs: Any) -> Iterator[checks.CheckMessage]:
+        """What `manage.py check` finds wrong in this alias's settings: a MAX_RETRIES no job
+        can have refuses every enqueue, a queue name none can have every task declared with
+        it, and QUEUES written as one string allows its letters."""
+        yield from super().check(**kwargs)
+        where = f"TASKS[{self.alias!r}]"
+        if self.max_retries is not None:
+            attempts = state.JobSpec("", {}, max_retries=self.max_retries)
+            for wrong in state.spec_errors(attempts, timezone.now()).get("max_retries", []):
+                yield checks.Error(
+                    f"{where}['OPTIONS']['MAX_RETRIES'] is {self.max_retries!r}: {wrong}",
+                    id="jobs.E001",
+                )
+        if isinstance(self.queues_as_written, str):
+            yield checks.Error(
+                f"{where}['QUEUES'] is the string {self.queues_as_written!r}, which allows "
+                "its letters as queues: write a list of queue names.",
+                id="jobs.E002",
+            )
+            return
+        for name in sorted(self.queues, key=str):
+            for wrong in queue_names.name_errors(name):
+                yield checks.Error(f"{where}['QUEUES'] names {name!r}: {wrong}", id="jobs.E003")
 
     def validate_task(self, task: Task[Any, Any]) -> None:
         super().validate_task(task)

@@ -1,0 +1,33 @@
+"""The README's recipes for a team's own test suite ("In your own code and tests"): each
+works as written."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+
+from jobs import state
+from jobs.models import Job
+from tests.handlers_app.tasks import add
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_runworker_once_in_process_runs_what_is_due_and_returns() -> None:
+    job = state.enqueue("echo", {"value": 7})
+
+    call_command("runworker", once=True)
+
+    done = Job.objects.get(id=job["id"])
+    assert (done.status, done.result) == ("completed", 7)
+
+
+@override_settings(
+    TASKS={"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+)
+def test_the_immediate_backend_runs_a_task_in_the_caller() -> None:
+    result = add.enqueue(2, 3)
+
+    assert result.return_value == 5
+    assert not Job.objects.exists()
