@@ -2,8 +2,8 @@
 
 Failed attempts are counted per client address (`jobs.api.throttling.FailedTokenAttempts`):
 past `API_TOKEN_FAILURE_LIMIT` in its period, that address gets 429 for the rest of the
-period, good token or not, so tokens cannot be guessed at speed. The count is read by the
-token's own statement.
+period, good token or not, so tokens cannot be guessed at speed. The token's own statement
+counts its attempt, in the order the attempts of its address come.
 """
 
 import hashlib
@@ -20,7 +20,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from jobs.api.throttling import CURRENT_FAILURES, FailedTokenAttempts
+from jobs.api.throttling import FailedTokenAttempts, attempt
 from jobs.models import ApiToken
 from jobs.roles import OPERATORS_GROUP
 
@@ -45,20 +45,24 @@ def _columns(model: type[Model], alias: str) -> str:
     return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
 
 
-# The failed attempts of the client's address in the current period (FailedTokenAttempts),
-# and the token, its user and whether the user is in the operators' group (the role of
-# jobs.roles.is_operator), in one statement on every API request; one row, whose token and
-# user columns are NULL when no token has this hash. Each model's columns come in the order
-# its fields are declared (what `Model.from_db` takes). Written out, and read with a plain
-# cursor, because the ORM spent about 1.4 ms of CPU compiling the same lookup (select_related
-# plus an Exists) each time, the largest part of a POST's Python, and a raw queryset still
-# 0.1 ms mapping its columns (ARCHITECTURE.md, "Where a job's time goes").
+# The failed attempts of the client's address in the current period that this attempt comes
+# after, counting it when no usable token (one of an active user) has this hash
+# (FailedTokenAttempts), and the token, its user and whether the user is in the operators'
+# group (the role of jobs.roles.is_operator), in one statement on every API request; one
+# row, whose token and user columns are NULL when no usable token has this hash. Each
+# model's columns come in the order its fields are declared (what `Model.from_db` takes).
+# Written out, and read with a plain cursor, because the ORM spent about 1.4 ms of CPU
+# compiling the same lookup (select_related plus an Exists) each time, the largest part of
+# a POST's Python, and a raw queryset still 0.1 ms mapping its columns (ARCHITECTURE.md,
+# "Where a job's time goes").
 USER_BY_KEY_HASH = f"""
-SELECT ({CURRENT_FAILURES}) AS failures, {_columns(ApiToken, "t")}, {_columns(User, "u")},
+SELECT {attempt("t.key_hash IS NULL")} AS failures,
+       {_columns(ApiToken, "t")}, {_columns(User, "u")},
        EXISTS (SELECT 1 FROM auth_user_groups ug JOIN auth_group g ON g.id = ug.group_id
                WHERE ug.user_id = u.id AND g.name = %(operators)s) AS in_operators_group
 FROM (VALUES (1)) AS one (n)
-LEFT JOIN (api_tokens t JOIN auth_user u ON u.id = t.user_id) ON t.key_hash = %(key_hash)s
+LEFT JOIN (api_tokens t JOIN auth_user u ON u.id = t.user_id AND u.is_active)
+    ON t.key_hash = %(key_hash)s
 """  # noqa: S608 - column names from the models, no input
 TOKEN_FIELDS = [field.attname for field in ApiToken._meta.concrete_fields]
 USER_FIELDS = [field.attname for field in User._meta.concrete_fields]
@@ -75,11 +79,13 @@ def _server_bound_cursor() -> Any:
     return connection._prepare_cursor(cursor)  # type: ignore[attr-defined]  # Django wraps it
 
 
-def token_with_user(key_hash: str, address: str) -> tuple[int | None, ApiToken | None]:
-    """The failed attempts of `address` in its current period, and the token of this hash
-    with its user, whose `in_operators_group` is read along (`jobs.roles.is_operator` then
-    asks nothing more)."""
-    params = {"key_hash": key_hash, "operators": OPERATORS_GROUP, "address": address}
+def token_with_user(
+    key_hash: str, attempts: FailedTokenAttempts
+) -> tuple[int | None, ApiToken | None]:
+    """The failed attempts of the client's address that this one comes after (counting it
+    when it fails), and the usable token of this hash with its user, whose
+    `in_operators_group` is read along (`jobs.roles.is_operator` then asks nothing more)."""
+    params = {"key_hash": key_hash, "operators": OPERATORS_GROUP, **attempts.params()}
     with _server_bound_cursor() as cursor:
         cursor.execute(USER_BY_KEY_HASH, params)
         # Always one row (FROM the VALUES).
@@ -105,13 +111,11 @@ class BearerTokenAuthentication(BaseAuthentication):
             return None
         failures = FailedTokenAttempts(request)
         if not token.strip():
-            failures.refuse_if_over_limit(failures.count())
-            failures.record()
+            failures.fail()
             raise AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
-        failed, api_token = token_with_user(hash_token(token.strip()), failures.address)
+        failed, api_token = token_with_user(hash_token(token.strip()), failures)
         failures.refuse_if_over_limit(failed)
-        if api_token is None or not api_token.user.is_active:
-            failures.record()
+        if api_token is None:
             raise AuthenticationFailed("Invalid or revoked token.")
         now = timezone.now()
         if api_token.last_used_at is None or now - api_token.last_used_at >= LAST_USED_PRECISION:

@@ -49,17 +49,23 @@ class TooManyFailedTokens(Throttled):
 
 class FailedTokenAttempts:
     """The failed token attempts of one client address in the current period, counted in
-    PostgreSQL (`FailedTokenCount`): the token lookup of `jobs.api.auth` reads the count in
-    its own statement, so a good request pays no round trip for it."""
+    PostgreSQL (`FailedTokenCount`) by `scheduler_token_attempt` (`schema.sql`), which
+    judges the attempts of an address one after another, in the order they come: the token
+    lookup of `jobs.api.auth` calls it in its own statement, so a good request pays no round
+    trip for it."""
 
     def __init__(self, request: HttpRequest) -> None:
         rate = settings.API_TOKEN_FAILURE_LIMIT
         self.limit, self.period = parse_rate(rate) if rate else (0, 0)
         self.address = client_address(request)
 
+    def params(self) -> dict[str, Any]:
+        """The parameters of `attempt` (no limit: NULL, and nothing is counted)."""
+        return {"address": self.address, "failure_limit": self.limit or None, "period": self.period}
+
     def refuse_if_over_limit(self, failures: int | None) -> None:
-        """Refuse this request when `failures`, the count read for this address, is at the
-        limit: then even a good token is refused, so that guessing learns nothing."""
+        """Refuse this request when `failures`, those of this address it comes after, are
+        at the limit: then even a good token is refused, so that guessing learns nothing."""
         if self.limit and (failures or 0) >= self.limit:
             raise TooManyFailedTokens(self.seconds_left())
 
@@ -71,40 +77,21 @@ class FailedTokenAttempts:
             row = cursor.fetchone()
         return max(1, int(row[0])) if row else 1
 
-    def count(self) -> int | None:
-        """The count of this period, for a request that has no token to look up."""
+    def fail(self) -> None:
+        """Count a failed attempt that had no token to look up, or refuse it over the limit."""
         with connection.cursor() as cursor:
-            cursor.execute(CURRENT_FAILURES, {"address": self.address})
-            row = cursor.fetchone()
-        return row[0] if row else None
-
-    def record(self) -> None:
-        if not self.limit:
-            return
-        with connection.cursor() as cursor:
-            # The period starts at the first failure. Ended periods are deleted by whatever
-            # failure comes next: the table holds little more than the current periods.
-            cursor.execute(DELETE_ENDED_PERIODS, {"address": self.address})
-            cursor.execute(RECORD_FAILURE, {"address": self.address, "period": self.period})
+            cursor.execute(f"SELECT {attempt('true')}", self.params())
+            (failures,) = cursor.fetchone()
+        self.refuse_if_over_limit(failures)
 
 
-# The count of an address's current period; NULL when it has none. Also a subquery of the
-# token's statement (jobs.api.auth).
-CURRENT_FAILURES = """
-SELECT f.failures FROM api_token_failures f
-WHERE f.address = %(address)s AND f.period_ends > now()
-"""
+def attempt(failed: str) -> str:
+    """The SQL expression counting an attempt whose failure is the SQL expression `failed`:
+    the address's failures that the attempt comes after (`FailedTokenAttempts.params`)."""
+    return f"scheduler_token_attempt(%(address)s, {failed}, %(failure_limit)s, %(period)s)"
+
+
 SECONDS_LEFT = """
 SELECT ceil(extract(epoch FROM f.period_ends - now())) FROM api_token_failures f
 WHERE f.address = %(address)s AND f.period_ends > now()
-"""
-DELETE_ENDED_PERIODS = """
-DELETE FROM api_token_failures WHERE period_ends <= now() AND address <> %(address)s
-"""
-RECORD_FAILURE = """
-INSERT INTO api_token_failures AS f (address, failures, period_ends)
-VALUES (%(address)s, 1, now() + make_interval(secs => %(period)s))
-ON CONFLICT (address) DO UPDATE SET
-    failures = CASE WHEN f.period_ends > now() THEN f.failures + 1 ELSE 1 END,
-    period_ends = CASE WHEN f.period_ends > now() THEN f.period_ends ELSE excluded.period_ends END
 """

@@ -753,3 +753,52 @@ BEGIN
     SELECT ARRAY(SELECT DISTINCT held.id FROM held), (SELECT max(room.at) FROM room);
 END
 $$;
+
+-- A bearer token's attempt from address `client` (`jobs.api.auth`), `failed` when no usable
+-- token has its hash: the failures of the client's current period that the attempt comes
+-- after, the attempt counted when it failed with fewer than `failure_limit` before it (NULL
+-- for no limit: nothing counted). The attempts of one address are judged one after
+-- another, in the order they reach its transaction-level advisory lock, whatever their
+-- tokens: exclusive for a failure, shared for a good token, which writes nothing, so that a
+-- busy client's requests do not wait on each other. The count is read after the lock by a
+-- statement of its own, which in a VOLATILE function sees every failure the lock's previous
+-- holders committed (a failure holds it until its transaction ends). Read by the token's
+-- lookup, the count missed the failures still being added: of a burst of guesses sent at
+-- once, more than the limit were checked, and a good token among them was answered as if
+-- it had come first. The period starts at the first failure; a failure then deletes the
+-- ended periods of other addresses (the table holds little more than the current ones),
+-- skipping rows another failure holds: deleting first, two failures from addresses whose
+-- periods had ended deleted each other's row, then waited on each other (a deadlock).
+CREATE OR REPLACE FUNCTION scheduler_token_attempt(
+    client text, failed boolean, failure_limit integer, period_seconds double precision
+) RETURNS integer
+LANGUAGE plpgsql VOLATILE AS
+$$
+DECLARE
+    prior integer;
+BEGIN
+    IF failure_limit IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF failed THEN
+        PERFORM pg_advisory_xact_lock(hashtext('api_token_failures'), hashtext(client));
+    ELSE
+        PERFORM pg_advisory_xact_lock_shared(hashtext('api_token_failures'), hashtext(client));
+    END IF;
+    SELECT coalesce(max(f.failures), 0) INTO prior FROM api_token_failures f
+    WHERE f.address = client AND f.period_ends > now();
+    IF failed AND prior < failure_limit THEN
+        INSERT INTO api_token_failures AS f (address, failures, period_ends)
+        VALUES (client, 1, now() + make_interval(secs => period_seconds))
+        ON CONFLICT (address) DO UPDATE SET
+            failures = CASE WHEN f.period_ends > now() THEN f.failures + 1 ELSE 1 END,
+            period_ends = CASE WHEN f.period_ends > now() THEN f.period_ends
+                               ELSE excluded.period_ends END;
+        DELETE FROM api_token_failures f WHERE f.address IN (
+            SELECT e.address FROM api_token_failures e WHERE e.period_ends <= now()
+            FOR UPDATE SKIP LOCKED
+        );
+    END IF;
+    RETURN prior;
+END
+$$;
