@@ -11,6 +11,7 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 from jobs.api import probes
 from jobs.api.errors import not_found_view
 from jobs.api.views import MetricsView
+from jobs.console import lockout
 
 
 class FaviconView(RedirectView):
@@ -35,6 +36,11 @@ urlpatterns = [
     path("api-docs.json", SpectacularJSONAPIView.as_view(), name="openapi-schema"),
     path("api-docs", SpectacularSwaggerView.as_view(url_name="openapi-schema"), name="api-docs"),
     path("metrics", MetricsView.as_view(), name="metrics"),
+    # Ahead of the admin's own page: its old password counts toward the login lockout.
+    path(
+        "admin/password_change/",
+        admin.site.admin_view(lockout.AdminPasswordChangeView.as_view(), cacheable=True),
+    ),
     path("admin/", admin.site.urls),
     # Django's account pages but its password reset ones: linked from nowhere, they sent
     # reset mail to any address asked, unthrottled, and the reset link was written into the
@@ -43,7 +49,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "accounts/password_change/",
-        auth_views.PasswordChangeView.as_view(),
+        lockout.PasswordChangeView.as_view(),
         name="password_change",
     ),
     path(
