@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from itertools import islice
-from typing import Protocol
+from typing import Protocol, cast
 from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from .models import RecurInterval
+from . import limits
+from .models import RecurInterval, Schedule
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,10 @@ class CronRecurrence:
         return list(islice(self.slots(after), count))
 
 
+# The most of a refused time zone name its message quotes: the longest a schedule stores.
+ZONE_QUOTED = cast("int", Schedule._meta.get_field("timezone").max_length)
+
+
 @cache
 def zone_names() -> frozenset[str]:
     """The time zones a schedule may name: the IANA names tzdata holds. Not its `localtime`,
@@ -129,7 +134,8 @@ def cron_errors(expression: str, timezone: str) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     if timezone not in zone_names():
         errors["timezone"] = [
-            f"Unknown time zone {timezone!r}: use an IANA name like Europe/Berlin."
+            f"Unknown time zone {limits.cut_text(timezone, ZONE_QUOTED)!r}: "
+            "use an IANA name like Europe/Berlin."
         ]
     if not isinstance(expression, str) or len(expression.split()) != 5:
         errors["cron"] = ["Must have 5 fields: minute hour day-of-month month day-of-week."]
