@@ -14,6 +14,7 @@ from tests.handlers_app.tasks import add
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.usefixtures("test_handlers")
 def test_runworker_once_in_process_runs_what_is_due_and_returns() -> None:
     job = state.enqueue("echo", {"value": 7})
 
