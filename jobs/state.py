@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from functools import partial
 from typing import Any, cast
 from zoneinfo import ZoneInfo
@@ -47,6 +47,8 @@ IDEMPOTENCY_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
 NOT_IN_THE_FUTURE = "Must be in the future."
 # Most upstream jobs one job may wait for (`depends_on` as a list).
 MAX_UPSTREAM = 1000
+# Why a pause cancelled a run of its schedule.
+SCHEDULE_PAUSED = "Schedule paused."
 # The longest cron expression a schedule holds.
 CRON_MAX_LENGTH = cast("int", Schedule._meta.get_field("cron").max_length)
 
@@ -108,9 +110,10 @@ class JobSpec:
     max_retries: int | None = None
     # One upstream job, or several (fan-in): this job runs once every one completed.
     depends_on: uuid.UUID | Sequence[uuid.UUID] | None = None
-    # A cron schedule (5 fields) on the wall clock of `timezone` (IANA, default UTC).
+    # A cron schedule (5 fields) on the wall clock of `timezone` (IANA, default UTC): its
+    # name, or a `ZoneInfo` (or `datetime.UTC`), stored by its name.
     cron: str | None = None
-    timezone: str | None = None
+    timezone: str | tzinfo | None = None
     # None: the queue its type names at registration, else `default`.
     queue: str | None = None
 
@@ -150,7 +153,9 @@ class Failure:
 
 @dataclass(frozen=True)
 class FailureReport:
-    # Each failed job's object: `in_dlq` says whether it waits for a retry or entered the DLQ.
+    # Each failed job's object: `in_dlq` says whether it waits for a retry or entered the DLQ;
+    # a run of a paused schedule that would wait is cancelled in the same transaction, and
+    # its object says so.
     failed: list[JobObject]
     # The failures whose attempt had lost its claim (cancelled, rescued): nothing recorded.
     refused: list[Failure]
@@ -158,7 +163,8 @@ class FailureReport:
 
 @dataclass(frozen=True)
 class HandBack:
-    # Each job handed back (id, type, priority, run_at, created_at), for a scheduler.
+    # Each job handed back (id, type, priority, run_at, created_at), for a scheduler; not a
+    # run of a paused schedule, which is cancelled instead.
     returned: list[dict[str, Any]]
     # The (job id, attempt id) whose claim was lost meanwhile (cancelled, rescued).
     refused: list[tuple[uuid.UUID, uuid.UUID]]
@@ -211,7 +217,7 @@ def spec_errors(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         if spec.timezone is not None:
             errors["timezone"] = ["Only with `cron`: the time zone its slots are read in."]
         return errors
-    zone = "UTC" if spec.timezone is None else spec.timezone
+    zone = _zone_name("UTC" if spec.timezone is None else spec.timezone)
     # A zone that is no string is as unknown as any other name (the lookup raised TypeError).
     errors.update(cron_errors(spec.cron, zone if isinstance(zone, str) else str(zone)))
     if isinstance(spec.cron, str) and len(spec.cron) > CRON_MAX_LENGTH:
@@ -223,6 +229,16 @@ def spec_errors(spec: JobSpec, now: datetime) -> dict[str, list[str]]:
         if getattr(spec, name) is not None:
             errors[name] = ["Not with `cron`: the cron expression says when each run is due."]
     return errors
+
+
+def _zone_name(zone: object) -> object:
+    """A schedule's time zone as the IANA name it is stored by, when Python code gave a time
+    zone that has one: a `ZoneInfo` its key, `datetime.UTC` "UTC" (until session 34 either
+    passed validation as its name, and the schedule's creation raised a TypeError). Anything
+    else as it came, a name or what validation refuses."""
+    if isinstance(zone, ZoneInfo) and zone.key is not None:
+        return zone.key
+    return "UTC" if zone is UTC else zone
 
 
 def _handler_of(job_type: object) -> HandlerSpec | None:
@@ -298,7 +314,7 @@ def enqueue(
     max_retries: int | None = None,
     depends_on: uuid.UUID | Sequence[uuid.UUID] | None = None,
     cron: str | None = None,
-    timezone: str | None = None,
+    timezone: str | tzinfo | None = None,
     idempotency_key: str | None = None,
     queue: str | None = None,
 ) -> JobObject:
@@ -555,7 +571,7 @@ def _start_schedule(spec: JobSpec, cron: str, now: datetime) -> JobObject:
             priority=spec.priority,
             max_retries=spec.max_retries or settings.SCHEDULER_DEFAULT_MAX_RETRIES,
             cron=cron,
-            timezone=spec.timezone or "UTC",
+            timezone=cast("str", _zone_name(spec.timezone or "UTC")),  # validated: a name
             created_at=now,
             updated_at=now,
         )
@@ -803,18 +819,19 @@ def fail(failures: Sequence[Failure]) -> FailureReport:
             prepared=True,
         )
         failed = _job_objects(rows)
-        notifier.emit_after_commit(
-            [
-                event
-                for job in failed
-                for event in [
-                    ("job.failed", job),
-                    ("job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled", job),
-                ]
-            ]
-        )
+        stopped = _runs_of_paused_schedules([job for job in failed if not job["in_dlq"]])
+        events: list[tuple[str, JobObject]] = []
+        for job in failed:
+            events.append(("job.failed", job))
+            if job["id"] not in stopped:
+                events.append(("job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled", job))
+        notifier.emit_after_commit(events)
+        cancelled = {job["id"]: job for job in _cancel_stopped_runs(stopped)}
     won = {row["attempt_id"] for row in rows}
-    return FailureReport(failed, [f for f in failures if f.attempt_id not in won])
+    return FailureReport(
+        [cancelled.get(job["id"], job) for job in failed],
+        [f for f in failures if f.attempt_id not in won],
+    )
 
 
 def hand_back(claims: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> HandBack:
@@ -831,11 +848,13 @@ def hand_back(claims: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> HandBack:
                 "attempt_ids": _array(attempt_id for _, attempt_id in claims),
             },
         )
-        _notify_runnable(rows)
-        returned = _job_objects(rows)
-        notifier.emit_after_commit([("job.retry_scheduled", job) for job in returned])
+        stopped = _runs_of_paused_schedules(_job_objects(rows))
+        again = [row for row in rows if str(row["id"]) not in stopped]
+        _notify_runnable(again)
+        notifier.emit_after_commit([("job.retry_scheduled", job) for job in _job_objects(again)])
+        _cancel_stopped_runs(stopped)
     won = {row["attempt_id"] for row in rows}
-    return HandBack(rows, [claim for claim in claims if claim[1] not in won])
+    return HandBack(again, [claim for claim in claims if claim[1] not in won])
 
 
 def note_unstarted(claims: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> int:
@@ -925,19 +944,28 @@ def release(worker_id: uuid.UUID, reason: str) -> list[JobObject]:
 def _take_back(params: dict[str, Any]) -> list[JobObject]:
     with transaction.atomic():
         rows = fetch("rescue_lost_jobs", params)
-        _notify_runnable([row for row in rows if row["status"] == JobStatus.PENDING])
         jobs = _job_objects(rows)
+        stopped = _runs_of_paused_schedules(
+            [job for job in jobs if job["status"] == JobStatus.PENDING]
+        )
+        _notify_runnable(
+            [
+                row
+                for row in rows
+                if row["status"] == JobStatus.PENDING and str(row["id"]) not in stopped
+            ]
+        )
         events: list[tuple[str, JobObject]] = []
         for job in jobs:
-            if params["requeue"]:
-                # A release spends no attempt and is counted as no failure: its subscribers
-                # hear what a hand-back tells them, that the job will run again.
-                events.append(("job.retry_scheduled", job))
-            else:
-                follow_up = "job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled"
-                events += [("job.failed", job), (follow_up, job)]
+            # A release spends no attempt and is counted as no failure: no `job.failed`,
+            # and its subscribers hear what a hand-back tells them, that it will run again.
+            if not params["requeue"]:
+                events.append(("job.failed", job))
+            if job["id"] not in stopped:
+                events.append(("job.dlq_entry" if job["in_dlq"] else "job.retry_scheduled", job))
         notifier.emit_after_commit(events)
-    return jobs
+        cancelled = {job["id"]: job for job in _cancel_stopped_runs(stopped)}
+    return [cancelled.get(job["id"], job) for job in jobs]
 
 
 # --- operator actions ------------------------------------------------------------------------
@@ -1003,7 +1031,7 @@ def pause_schedule(schedule_id: uuid.UUID) -> None:
     with transaction.atomic():
         schedule = locked_schedule(schedule_id)
         fetch("set_schedule_paused", {"schedule_id": schedule_id, "paused": True})
-        cancelled = _cancel_schedule_runs(schedule_id, "Schedule paused.")
+        cancelled = _cancel_schedule_runs(schedule_id, SCHEDULE_PAUSED)
         _audit_schedule("schedule_pause", schedule_id, schedule, paused=True, runs=cancelled)
 
 
@@ -1031,9 +1059,11 @@ def delete_schedule(schedule_id: uuid.UUID) -> None:
 
 
 def locked_schedule(schedule_id: uuid.UUID) -> dict[str, Any]:
-    """The schedule's row, locked as its pause, resume or deletion needs (its runs, then
-    its row: a completion of one of its runs waits, then sees what they left). Public for
-    a caller that reads the schedule before acting on it in one transaction (the admin)."""
+    """The schedule's row, locked as its pause, resume or deletion needs: its turn among
+    them first (`take_schedule_turn`), then its runs, then its row (a completion of one of
+    its runs waits, then sees what they left). Public for a caller that reads the schedule
+    before acting on it in one transaction (the admin)."""
+    fetch("take_schedule_turn", {"schedule_id": schedule_id})
     locked = fetch("lock_schedule", {"schedule_id": schedule_id})
     if not locked:
         raise ScheduleNotFound(schedule_id)
@@ -1072,6 +1102,29 @@ def _cancel_schedule_runs(schedule_id: uuid.UUID, reason: str) -> list[JobObject
     dependents = _cancel_dependents([uuid.UUID(j["id"]) for j in runs], "was cancelled")
     notifier.emit_after_commit([("job.cancelled", j) for j in [*runs, *dependents]])
     return runs
+
+
+def _runs_of_paused_schedules(jobs: Sequence[JobObject]) -> set[str]:
+    """The ids of those of `jobs`, just put back to wait for an attempt, that are runs of a
+    paused schedule: a pause lets a running run finish, not start again (until session 34
+    its retries, or its rescue, ran it while the schedule was paused). The schedules are
+    read as a completion reads them (`lock_live_schedules`, after the runs' rows), so a
+    pause waiting for one of these runs finds it waiting for its retry and cancels it then.
+    A deleted schedule is no run's: its deletion detaches them."""
+    schedule_ids = {job["schedule_id"] for job in jobs if job["schedule_id"] is not None}
+    if not schedule_ids:
+        return set()
+    live = fetch("lock_live_schedules", {"schedule_ids": list(schedule_ids)})
+    paused = schedule_ids - {str(row["id"]) for row in live}
+    return {job["id"] for job in jobs if job["schedule_id"] in paused}
+
+
+def _cancel_stopped_runs(job_ids: set[str]) -> list[JobObject]:
+    """Cancel the runs of `_runs_of_paused_schedules` as their schedule's pause cancels its
+    waiting run, and with the events of any cancel; the runs cancelled."""
+    if not job_ids:
+        return []
+    return _cancel(sorted(uuid.UUID(job_id) for job_id in job_ids), SCHEDULE_PAUSED)
 
 
 def retry_from_dlq(job_id: uuid.UUID) -> JobObject:

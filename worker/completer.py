@@ -42,6 +42,7 @@ from django.db import (
 )
 
 from jobs import state
+from jobs.models import JobStatus
 from jobs.reconnect import DATABASE_ERRORS, Backoff
 
 from .maintenance import error_summary, runnable_jobs
@@ -268,7 +269,7 @@ class Completer:
         return [
             ScheduledJob.from_row({**job, "run_at": retry_at[job["id"]]})
             for job in report.failed
-            if not job["in_dlq"]
+            if job["status"] == JobStatus.FAILED and not job["in_dlq"]
         ]
 
 
@@ -286,6 +287,8 @@ def _log_failures(failures: Sequence[state.Failure], failed: Sequence[state.JobO
             (
                 "no attempt left: in the dead-letter queue"
                 if job["in_dlq"]
+                else f"cancelled: {job['last_error']}"
+                if job["status"] == JobStatus.CANCELLED
                 else f"retry at {job['next_retry_at']}"
             ),
             extra={

@@ -201,9 +201,20 @@ WHERE j.schedule_id = %(schedule_id)s
   AND (j.status = 'pending' OR (j.status = 'failed' AND NOT j.in_dlq))
 RETURNING scheduler_job_object(j)::text AS job;
 
+-- name: take_schedule_turn
+-- A schedule's pause, resume or deletion waits here, before it locks any row, until the
+-- one before it ended (a transaction-level advisory lock on the schedule's id). Its rows
+-- alone did not order them: a pause whose `lock_schedule` found no run waited for the
+-- row while a resume created one, then held the row without that run; a second pause,
+-- holding the run and waiting for the row, deadlocked with its cancel of the run (one
+-- operator got a 503). No other transition takes it, so it closes no circle with them.
+SELECT pg_advisory_xact_lock(hashtext('scheduler_schedule'),
+                             hashtext(%(schedule_id)s::uuid::text)) IS NULL AS waited;
+
 -- name: lock_schedule
--- A schedule's row, locked before a pause, resume or deletion: a completion of one of its
--- runs (which reads it FOR SHARE to create the next) waits, then finds what they left.
+-- A schedule's row, locked before a pause, resume or deletion (`take_schedule_turn`
+-- first): a completion of one of its runs (which reads it FOR SHARE to create the next)
+-- waits, then finds what they left.
 -- Its runs that wait or run are locked first, in id order, as a completion or a cancel
 -- locks them before it reads the schedule: holding the schedule while waiting for a run
 -- that a completion or cancel held, and that waited for the schedule, was a deadlock (the
