@@ -29,7 +29,7 @@ from jobs.queue_names import QueueSelection
 from jobs.reconnect import DATABASE_ERRORS
 
 from .schedulers import ScheduledJob
-from .threads import loop_thread
+from .threads import forget_queries, loop_thread
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class Claimer:
                 result = exc
                 _close_connection()
             self._inbox.put(("claimed", (entries, result)))
+            forget_queries()
         _close_connection()
 
 

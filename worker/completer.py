@@ -49,7 +49,7 @@ from .maintenance import error_summary, runnable_jobs
 from .outcome import wait_after
 from .processor import Outcome
 from .schedulers import ScheduledJob
-from .threads import loop_thread
+from .threads import forget_queries, loop_thread
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class Completer:
                 ("reported", ([item.outcome.attempt.job.id for item in pending], offers))
             )
             pending = []
+            forget_queries()
         _close_connection()
 
     def _take(self, pending: list[Finished], *, block: bool) -> bool:

@@ -41,6 +41,7 @@ from jobs.queue_names import ALL_QUEUES, QueueSelection
 from jobs.reconnect import DATABASE_ERRORS
 
 from .schedulers import ScheduledJob
+from .threads import forget_queries
 
 logger = logging.getLogger(__name__)
 
@@ -362,6 +363,7 @@ class BackgroundUnit:
                     # stopped, and every failure is in the log with its traceback.
                     logger.exception("%s: a pass failed; trying again", self.unit.name)
                     wait = self.retry_after
+                forget_queries()
                 if wait > 0:
                     self._stop.wait(wait)
         finally:

@@ -49,6 +49,7 @@ from jobs.state import ClaimedJob
 
 from . import output
 from .outcome import ErrorRecord, HandlerTimeout, TransactionLeftOpen, record_of
+from .threads import forget_queries
 
 logger = logging.getLogger(__name__)
 
@@ -553,5 +554,6 @@ class Processor:
         # thread manages its connection.
         if not inline:
             close_old_connections()
+            forget_queries()
         attempt.logs.close()
         return outcome

@@ -11,6 +11,9 @@ from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any
 
+from django.conf import settings
+from django.db import reset_queries
+
 logger = logging.getLogger(__name__)
 
 
@@ -28,3 +31,12 @@ def loop_thread(target: Callable[[], None], name: str, inbox: SimpleQueue[Any]) 
             inbox.put(("crashed", name))
 
     return threading.Thread(target=run, name=name, daemon=True)
+
+
+def forget_queries() -> None:
+    """Empty this thread's query logs, as the start of each web request does. With DEBUG on,
+    Django keeps a connection's last 9,000 statements, and nothing in a worker ever cleared
+    them: a worker started with the defaults grew by hundreds of MB (its completer's
+    statements carry log lines and tracebacks). Each worker thread calls it once a pass."""
+    if settings.DEBUG:
+        reset_queries()

@@ -75,6 +75,7 @@ from .maintenance import (
 )
 from .processor import Attempt, Outcome, Processor
 from .schedulers import ScheduledJob, make_scheduler
+from .threads import forget_queries
 from .wakeup import Listener
 
 logger = logging.getLogger(__name__)
@@ -374,6 +375,7 @@ class Worker:
                 return True
             if self._done():
                 return False
+            forget_queries()
             try:
                 wait = self._turn()
                 backoff.succeeded()

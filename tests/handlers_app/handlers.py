@@ -49,6 +49,13 @@ def backend_pid(job: JobContext) -> dict[str, Any]:
     return {"backend": pid}
 
 
+def logged_queries(job: JobContext) -> dict[str, Any]:
+    """Run a statement, then say how many statements this thread's connection has logged."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return {"logged": len(connection.queries_log)}
+
+
 def count_run(job: JobContext) -> dict[str, Any]:
     """Sleep `seconds`, then append "<job id> <attempt id>" to the file `path`: the handler's
     side effect, kept outside PostgreSQL and Redis so that it survives their outages. With
@@ -290,6 +297,7 @@ HANDLERS: dict[str, tuple[Any, dict[str, Any]]] = {
     "record_rated": (record_run, {}),
     "count_run": (count_run, {}),
     "backend_pid": (backend_pid, {}),
+    "logged_queries": (logged_queries, {}),
     "wait_for_cancel": (wait_for_cancel, {}),
     "sleep": (sleep, {}),
     "short_timeout": (sleep, {"timeout": 0.5}),
