@@ -4,21 +4,21 @@ works as written."""
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
 from django.test import override_settings
 
 from jobs import state
 from jobs.models import Job
 from tests.handlers_app.tasks import add
+from worker.worker import Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.mark.usefixtures("test_handlers")
-def test_runworker_once_in_process_runs_what_is_due_and_returns() -> None:
+def test_a_worker_once_in_process_runs_what_is_due_and_returns() -> None:
     job = state.enqueue("echo", {"value": 7})
 
-    call_command("runworker", once=True)
+    assert Worker(once=True).run() == 0
 
     done = Job.objects.get(id=job["id"])
     assert (done.status, done.result) == ("completed", 7)
