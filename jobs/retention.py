@@ -8,6 +8,10 @@ logs, in bounded batches, by one pruner at a time (`worker.maintenance.Pruner` r
   `depends_on` (and, for one not yet released, the upstream it waits for).
 - Workers that stopped, or were declared dead, go `SCHEDULER_RETAIN_COMPLETED` seconds
   after, unless a job is still processing under them (`prune_workers`).
+- Expired sessions go, when the session engine keeps them in the database; and the login
+  records (django-axes' access log) after `SCHEDULER_RETAIN_AUDIT`, as the audit log's
+  entries do. django-axes' attempts stay: they are the lockouts' state, and django-axes
+  deletes those past the cool-off itself at every login.
 
 A zero retention keeps those jobs (and workers) forever. Deleting changes the job counters
 in the same transaction (the triggers of `job_counts`), so `/jobs/stats` stays exact.
@@ -17,8 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from importlib import import_module
 
 from django.conf import settings
+from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
+from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.utils import timezone
 
@@ -53,8 +60,8 @@ class Pruned:
     attempts: int
     logs: int
     workers: int
-    # A batch was full (of jobs, audit entries, idempotency keys or workers): more rows past
-    # their retention may be waiting.
+    # A batch was full (of jobs, audit entries, idempotency keys, workers, sessions or login
+    # records): more rows past their retention may be waiting.
     more: bool
 
 
@@ -63,9 +70,9 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
 
     None when another pruner holds the turn. A batch that removed jobs is recorded as the
     last prune: a new one, or added to it when `continues` (the previous batch was full).
-    Audit entries past `SCHEDULER_RETAIN_AUDIT`, idempotency keys past their window and
-    workers stopped longer ago than the completed jobs' retention go in the same
-    transaction, up to `limit` of each.
+    Audit entries and login records past `SCHEDULER_RETAIN_AUDIT`, idempotency keys past
+    their window, workers stopped longer ago than the completed jobs' retention and expired
+    sessions go in the same transaction, up to `limit` of each.
     """
     retention = retention or Retention.from_settings()
     now = timezone.now()
@@ -97,12 +104,24 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
         workers = fetch(
             "prune_workers", {"before": _before(now, retention.completed), "limit": limit}
         )[0]["deleted"]
+        # Nothing else deletes them: Django leaves expired sessions to `clearsessions`, and
+        # django-axes keeps a row per sign-in for ever. Its attempts stay: they hold the
+        # lockouts, and it deletes those past the cool-off itself.
+        sessions = (
+            fetch("prune_sessions", {"now": now, "limit": limit})[0]["deleted"]
+            if _sessions_in_database()
+            else 0
+        )
+        logins = fetch(
+            "prune_login_records",
+            {"before": _before(now, _kept_for(settings.SCHEDULER_RETAIN_AUDIT)), "limit": limit},
+        )[0]["deleted"]
         pruned = Pruned(
             row["deleted_jobs"],
             row["deleted_attempts"],
             row["deleted_logs"],
             workers,
-            more=max(len(candidates), audited, keys, workers) >= limit,
+            more=max(len(candidates), audited, keys, workers, sessions, logins) >= limit,
         )
         _record(pruned, now, continues)
         fetch("count_prune", {"jobs": pruned.jobs})
@@ -113,6 +132,13 @@ def prune(*, limit: int, continues: bool, retention: Retention | None = None) ->
 
 def _before(now: datetime, kept_for: timedelta | None) -> datetime | None:
     return None if kept_for is None else now - kept_for
+
+
+def _sessions_in_database() -> bool:
+    """Whether the session engine keeps its sessions in `django_session`: Django's `db` and
+    `cached_db` do; the cookie, cache and file engines have no expired rows to delete."""
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    return issubclass(store, DatabaseSessionStore) and store.get_model_class() is Session
 
 
 def _record(pruned: Pruned, now: datetime, continues: bool) -> None:

@@ -388,7 +388,8 @@ SCHEDULER_STATS_INTERVAL = env_seconds("SCHEDULER_STATS_INTERVAL", 0.5, above=0)
 # with its attempts and logs; 0 keeps it forever. Dead letters are kept by default.
 SCHEDULER_RETAIN_COMPLETED = env_seconds("SCHEDULER_RETAIN_COMPLETED", 7 * 24 * 3600.0, minimum=0)
 SCHEDULER_RETAIN_DLQ = env_seconds("SCHEDULER_RETAIN_DLQ", 0.0, minimum=0)
-# Seconds an audit log entry is kept, then pruned (90 days); 0 keeps it forever.
+# Seconds an audit log entry, or a login's record (django-axes' access log), is kept, then
+# pruned (90 days); 0 keeps it forever.
 SCHEDULER_RETAIN_AUDIT = env_seconds("SCHEDULER_RETAIN_AUDIT", 90 * 24 * 3600.0, minimum=0)
 SCHEDULER_PRUNE_INTERVAL = env_seconds("SCHEDULER_PRUNE_INTERVAL", 60.0, above=0)
 SCHEDULER_PRUNE_BATCH = env_int("SCHEDULER_PRUNE_BATCH", 1000, minimum=1)

@@ -915,6 +915,37 @@ WITH gone AS (
 )
 SELECT count(*) AS deleted FROM gone;
 
+-- name: prune_sessions
+-- Up to `limit` sessions expired before `now`, oldest first (`django_session`'s index on
+-- `expire_date`): Django leaves them to `clearsessions`, which deletes every one in a
+-- single statement. Expired is Django's own rule (`expire_date` past), asked again of the
+-- row deleted, so a session a request renewed meanwhile stays signed in.
+WITH gone AS (
+    DELETE FROM django_session
+    WHERE session_key = ANY(ARRAY(SELECT session_key FROM django_session
+                                  WHERE expire_date < %(now)s
+                                  ORDER BY expire_date LIMIT %(limit)s))
+      AND expire_date < %(now)s
+    RETURNING 1
+)
+SELECT count(*) AS deleted FROM gone;
+
+-- name: prune_login_records
+-- Of the `limit` oldest login records (django-axes' access log, a row per sign-in), those
+-- signed in before `before` (NULL keeps them all). django-axes indexes no time, so a
+-- search for the rows older than `before` would read the whole log, every pass, even
+-- when none is due (200,000 records: 21 ms so, 1 ms this way). A record is written as
+-- its login happens, so the order of ids is that of `attempt_time` (to the length of a
+-- request): the oldest rows by primary key are the ones due first, and a pass reads
+-- `limit` of them however long the log.
+WITH gone AS (
+    DELETE FROM axes_accesslog
+    WHERE id = ANY(ARRAY(SELECT id FROM axes_accesslog ORDER BY id LIMIT %(limit)s))
+      AND attempt_time < %(before)s
+    RETURNING 1
+)
+SELECT count(*) AS deleted FROM gone;
+
 -- name: jobs_ahead
 -- How many due jobs the claim would take before this one (counted up to `up_to` + 1):
 -- the claim's predicate and order, so the claimable index serves it as a range; the
