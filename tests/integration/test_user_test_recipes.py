@@ -3,7 +3,10 @@ works as written."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.core.management import call_command
 from django.test import override_settings
 
 from jobs import state
@@ -32,3 +35,19 @@ def test_the_immediate_backend_runs_a_task_in_the_caller() -> None:
 
     assert result.return_value == 5
     assert not Job.objects.exists()
+
+
+@pytest.mark.usefixtures("test_handlers")
+def test_runworker_called_in_a_process_with_threads_of_its_own_returns() -> None:
+    # A test runner's or an application's threads outlive the worker: the command ended the
+    # whole process (`os._exit`) as if they were threads its handlers had left running.
+    done = threading.Event()
+    theirs = threading.Thread(target=done.wait, args=(60,))
+    theirs.start()
+    job = state.enqueue("echo", {"value": 8})
+
+    call_command("runworker", once=True)
+
+    assert Job.objects.get(id=job["id"]).status == "completed"
+    done.set()
+    theirs.join()

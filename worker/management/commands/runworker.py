@@ -190,9 +190,18 @@ class Command(BaseCommand):
         # A lane killed by a signal has a negative code; one stopped before it had set its
         # handlers (it had not registered) dies of the stop its worker passed on, and is clean.
         code = code or (1 if any(c not in (0, -LANE_STOP, -LANE_STOP_NOW) for c in codes) else 0)
-        _leave_threads_handlers_started(code)
         if code:
             sys.exit(code)
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """The command line's `runworker` is the process's life, and ends it; called in a
+        process of its own (`call_command`, a test), the worker returns as any command."""
+        try:
+            super().run_from_argv(argv)
+        except SystemExit as ended:
+            _leave_threads_handlers_started(ended.code if isinstance(ended.code, int) else 1)
+            raise
+        _leave_threads_handlers_started(0)
 
     @staticmethod
     def _start_lane(name: str, slots: int, options: dict[str, Any]) -> subprocess.Popen[bytes]:
