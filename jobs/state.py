@@ -848,10 +848,13 @@ def hand_back(claims: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> HandBack:
                 "attempt_ids": _array(attempt_id for _, attempt_id in claims),
             },
         )
-        stopped = _runs_of_paused_schedules(_job_objects(rows))
+        returned = _job_objects(rows)
+        stopped = _runs_of_paused_schedules(returned)
         again = [row for row in rows if str(row["id"]) not in stopped]
         _notify_runnable(again)
-        notifier.emit_after_commit([("job.retry_scheduled", job) for job in _job_objects(again)])
+        notifier.emit_after_commit(
+            [("job.retry_scheduled", job) for job in returned if job["id"] not in stopped]
+        )
         _cancel_stopped_runs(stopped)
     won = {row["attempt_id"] for row in rows}
     return HandBack(again, [claim for claim in claims if claim[1] not in won])
